@@ -1,0 +1,58 @@
+// Shared timing and row building for the benchmark cases.
+#include "bench/bench_case.hpp"
+
+#include "tuner/measure.hpp"
+
+namespace jitune::bench {
+
+std::vector<Case>& cases() {
+  static std::vector<Case> all;
+  return all;
+}
+
+std::pair<double, double> time_pair(const std::function<void()>& a, const std::function<void()>& b, bool small,
+                                    CUstream stream) {
+  driver::Event start, stop;
+  for (int i = 0; i < 10; ++i) {
+    a();
+    b();
+  }
+  std::vector<double> sa, sb;
+  const int groups = small ? 20 : 50, per = small ? 100 : 1;
+  for (int g = 0; g < groups; ++g)
+    for (int which = 0; which < 2; ++which) {
+      const auto& call = which == 0 ? a : b;
+      JITUNE_CU_CHECK(cuEventRecord(start.get(), stream));
+      for (int i = 0; i < per; ++i) call();
+      JITUNE_CU_CHECK(cuEventRecord(stop.get(), stream));
+      JITUNE_CU_CHECK(cuEventSynchronize(stop.get()));
+      float ms = 0;
+      JITUNE_CU_CHECK(cuEventElapsedTime(&ms, start.get(), stop.get()));
+      (which == 0 ? sa : sb).push_back(ms * 1000.0 / per);
+    }
+  return {tuner::median_spread(sa).first, tuner::median_spread(sb).first};
+}
+
+void finish_row(nlohmann::json& row, Context& ctx, const std::string& family, const std::string& signature,
+                double bytes, double flops, std::pair<double, double> us, bool small) {
+  row["family"] = family;
+  row["signature"] = signature;
+  row["bytes"] = bytes;
+  row["mode"] = small ? "back_to_back_100" : "single";
+  for (auto [prefix, t, rt] : {std::tuple<std::string, double, Runtime*>{"", us.first, &ctx.tuned},
+                               {"default_", us.second, &ctx.heuristic}}) {
+    row[prefix + "us"] = t;
+    row[prefix + "gbs"] = bytes / (t * 1e3);
+    row[prefix + "pct_copy"] = 100.0 * bytes / (t * 1e3) / ctx.copy_gbs;
+    if (flops > 0) row[prefix + "gflops"] = flops / (t * 1e3);
+    Explanation x = rt->explain(family, signature);
+    row[prefix + "config"] = x.config;
+    row[prefix + "level"] = std::string(match_level_name(x.level));
+  }
+}
+
+bool row_correct(const nlohmann::json& row) {
+  return row.value("correct", false) && row.value("default_correct", false);
+}
+
+}  // namespace jitune::bench

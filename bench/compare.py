@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Joins jitune_bench and peer_torch.py JSON by case name into the side-by-side table (text and Markdown)."""
+import argparse
+import json
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("jitune")
+    ap.add_argument("peer")
+    ap.add_argument("--markdown", help="also write the Markdown table here")
+    args = ap.parse_args()
+    j = json.load(open(args.jitune))
+    p = json.load(open(args.peer))
+    peer = {r["case"]: r for r in p["cases"]}
+    head = ("| case | jitune us | GB/s | % of copy | peer us | peer GB/s | peer % of copy | vs peer | config | level "
+            "| default us | tuned vs default | mode |")
+    lines = [f"Device: {j['device']}; copy bandwidth measured in the same runs: jitune process "
+             f"{j['copy_gbs']:.1f} GB/s, PyTorch process {p['copy_gbs']:.1f} GB/s ({p.get('torch', '')}).", "",
+             head, "|" + "---|" * 13]
+    print(f"{'case':40s} {'jitune us':>10s} {'%copy':>6s} {'peer us':>10s} {'%copy':>6s} {'vs peer':>8s} "
+          f"{'tuned/default':>13s}  config [level]")
+    worst = None
+    for r in j["cases"]:
+        q = peer.get(r["case"])
+        ratio = q["us"] / r["us"] if q else float("nan")
+        vs_default = r["default_us"] / r["us"]
+        worst = ratio if worst is None or ratio < worst else worst
+        print(f"{r['case']:40s} {r['us']:10.2f} {r['pct_copy']:5.1f}% {q['us'] if q else float('nan'):10.2f} "
+              f"{q['pct_copy'] if q else float('nan'):5.1f}% {ratio:7.3f}x {vs_default:12.3f}x  {r['config']} [{r['level']}]")
+        gf = f" ({r['gflops']:.0f} GFLOP/s vs {q.get('gflops', float('nan')):.0f})" if "gflops" in r and q else ""
+        lines.append(f"| `{r['case']}`{gf} | {r['us']:.2f} | {r['gbs']:.1f} | {r['pct_copy']:.1f}% | "
+                     f"{q['us'] if q else float('nan'):.2f} | {q['gbs'] if q else float('nan'):.1f} | "
+                     f"{q['pct_copy'] if q else float('nan'):.1f}% | {ratio:.3f}x | `{r['config']}` | {r['level']} | "
+                     f"{r['default_us']:.2f} | {vs_default:.3f}x | {r['mode']} |")
+    h = j.get("host_overhead")
+    if h:
+        line = (f"Warm call host time: raw cuLaunchKernel {h['raw_launch_us']:.3f} us, jitune::elementwise "
+                f"{h['api_call_us']:.3f} us, overhead {h['overhead_us']:.3f} us per call ({h['calls']} calls).")
+        print(line)
+        lines += ["", line]
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (through the device tool) from the repository root, with the build folder carried:
+# GPU tests, tuning time of one problem, the default suite, the benchmark against PyTorch / cuDNN, and the first
+# call of a new process. Everything it prints is also kept under $OUT (or ./device-out).
+#   usage: [BUILD=build] bench/device.sh [tests|bench|all] [family ...]   (default: all, every family)
+set -uo pipefail
+what=${1:-all}
+shift || true
+families=("$@")
+build=${BUILD:-build}
+out=${OUT:-$PWD/device-out}
+mkdir -p "$out"
+# The build folder holds absolute paths of the machine it was built on; make them valid here.
+src=$(grep -m1 '^CMAKE_HOME_DIRECTORY' "$build/CMakeCache.txt" | cut -d= -f2)
+if [ -n "$src" ] && [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$PWD" "$src"; fi
+export JITUNE_CACHE_DIR=${JITUNE_CACHE_DIR:-/tmp/jitune-device-cache}
+fam_args=(); peer_args=(); ctest_args=()
+for f in "${families[@]}"; do fam_args+=(--family "$f"); peer_args+=(--family "$f"); done
+[ ${#families[@]} -gt 0 ] && ctest_args=(-R "$(IFS='|'; echo "${families[*]}")")
+status=0
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
+"$build/jitune" devices | tee -a "$out/gpu.txt"
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  (cd "$build" && ctest --output-on-failure -j1 "${ctest_args[@]}" 2>&1) | tee "$out/ctest.log" | tail -40
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  rm -rf "$JITUNE_CACHE_DIR"
+  if [ ${#families[@]} -eq 0 ] || [[ " ${families[*]} " == *" elementwise "* ]]; then
+    { /usr/bin/time -f "tune wall %e s" "$build/jitune" tune elementwise --expr 'z = x * y' --dtype float32 --n 134217728 ; } 2>&1 | tee "$out/tune_one.txt"
+  fi
+  { /usr/bin/time -f "suite wall %e s" "$build/jitune" tune --suite default "${fam_args[@]}" ; } 2>&1 | tee "$out/suite.txt" | grep -v ' candidates, best '
+  "$build/jitune_bench" --json "$out/jitune.json" "${fam_args[@]}" || status=1
+  python3 bench/peer_torch.py --json "$out/torch.json" "${peer_args[@]}" || status=1
+  python3 bench/compare.py "$out/jitune.json" "$out/torch.json" --markdown "$out/table.md"
+  if [ ${#families[@]} -eq 0 ] || [[ " ${families[*]} " == *" elementwise "* ]]; then
+    "$build/jitune_bench" --first-call | tee "$out/first_call.json"
+  fi
+fi
+exit $status

@@ -1,0 +1,6 @@
+// The operations jitune provides. Each picks the tuned kernel for this device and problem (or the nearest tuned
+// one, or a heuristic default), compiles it once, and launches it asynchronously on `stream`. Pointers are device
+// pointers from cudaMalloc, PyTorch, CuPy, ... on the runtime's device. One header per family under ops/.
+#pragma once
+
+#include <jitune/ops/elementwise.hpp>

@@ -1,0 +1,33 @@
+// Element types and the small tensor descriptions the ops take.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+/// The driver's stream handle; `cudaStream_t` and `CUstream` are both this pointer type.
+struct CUstream_st;
+
+namespace jitune {
+
+/// A CUDA stream (`cudaStream_t` / `CUstream`); nullptr is the legacy default stream.
+using Stream = CUstream_st*;
+
+/// Element types jitune kernels handle.
+enum class DType : std::uint8_t { kFloat32, kFloat16, kBFloat16, kFloat64, kInt8, kUInt8, kInt16, kInt32, kInt64 };
+
+/// Size of one element in bytes.
+std::size_t dtype_size(DType dtype) noexcept;
+
+/// Canonical name: "float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64".
+std::string_view dtype_name(DType dtype) noexcept;
+
+/// The device-code type name used in kernel templates: "float", "__half", "__nv_bfloat16", ...
+std::string_view dtype_cuda_type(DType dtype) noexcept;
+
+/// Parses a dtype name (canonical names and the aliases "float", "half", "f32", "f16", "bf16", "double").
+/// Throws InvalidArgument listing the accepted names when `name` is none of them.
+DType parse_dtype(std::string_view name);
+
+}  // namespace jitune

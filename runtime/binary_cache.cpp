@@ -1,0 +1,95 @@
+// Disk format: "JITUNEB1", u32 name length, name, u64 image length, image, u64 hash of name + image.
+#include "runtime/binary_cache.hpp"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "templates/sources.hpp"
+
+namespace jitune {
+namespace {
+
+constexpr char kMagic[8] = {'J', 'I', 'T', 'U', 'N', 'E', 'B', '1'};
+
+std::uint64_t checksum(const CachedBinary& b) {
+  return hash64(std::string_view(b.cubin.data(), b.cubin.size()), hash64(b.lowered_name));
+}
+
+template <class T>
+bool read_pod(std::ifstream& in, T& v) {
+  return static_cast<bool>(in.read(reinterpret_cast<char*>(&v), sizeof v));
+}
+
+}  // namespace
+
+BinaryCache::BinaryCache(std::filesystem::path folder) : folder_(std::move(folder)) {}
+
+std::optional<CachedBinary> BinaryCache::get(const std::string& key) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = memory_.find(key); it != memory_.end()) return it->second;
+  }
+  if (folder_.empty()) return std::nullopt;
+  std::ifstream in(folder_ / (key + ".bin"), std::ios::binary);
+  if (!in) return std::nullopt;
+  char magic[8];
+  std::uint32_t name_len = 0;
+  std::uint64_t image_len = 0, sum = 0;
+  CachedBinary b;
+  if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !read_pod(in, name_len) || name_len > 4096)
+    return std::nullopt;
+  b.lowered_name.resize(name_len);
+  if (!in.read(b.lowered_name.data(), name_len) || !read_pod(in, image_len) || image_len > (1ull << 30))
+    return std::nullopt;
+  b.cubin.resize(image_len);
+  if (!in.read(b.cubin.data(), static_cast<std::streamsize>(image_len)) || !read_pod(in, sum) || sum != checksum(b))
+    return std::nullopt;
+  std::lock_guard lock(mutex_);
+  return memory_.emplace(key, std::move(b)).first->second;
+}
+
+void BinaryCache::put(const std::string& key, const CachedBinary& binary) {
+  {
+    std::lock_guard lock(mutex_);
+    memory_[key] = binary;
+  }
+  if (folder_.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(folder_, ec);
+  const auto final_path = folder_ / (key + ".bin");
+  const auto tmp = folder_ / (key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}()));
+  bool ok = false;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (out) {
+      const auto name_len = static_cast<std::uint32_t>(binary.lowered_name.size());
+      const auto image_len = static_cast<std::uint64_t>(binary.cubin.size());
+      const std::uint64_t sum = checksum(binary);
+      out.write(kMagic, 8);
+      out.write(reinterpret_cast<const char*>(&name_len), sizeof name_len);
+      out.write(binary.lowered_name.data(), name_len);
+      out.write(reinterpret_cast<const char*>(&image_len), sizeof image_len);
+      out.write(binary.cubin.data(), static_cast<std::streamsize>(image_len));
+      out.write(reinterpret_cast<const char*>(&sum), sizeof sum);
+      out.flush();
+      ok = static_cast<bool>(out);
+    }
+  }
+  if (ok) std::filesystem::rename(tmp, final_path, ec);
+  if (!ok || ec) {
+    std::filesystem::remove(tmp, ec);
+    std::lock_guard lock(mutex_);
+    last_write_error_ = "could not write " + final_path.string() + " (disk full or read-only?); kernels stay in memory";
+  }
+}
+
+std::string BinaryCache::last_write_error() const {
+  std::lock_guard lock(mutex_);
+  return last_write_error_;
+}
+
+}  // namespace jitune

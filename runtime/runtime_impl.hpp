@@ -1,0 +1,98 @@
+// Runtime::Impl: device and context, compiler and binary cache, tuning stores, and the dispatcher's memory of
+// decisions and loaded kernels. Internal to jitune's modules (runtime, tuner, CLI).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <jitune/runtime.hpp>
+
+#include "cache/store.hpp"
+#include "runtime/binary_cache.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/driver.hpp"
+#include "templates/family.hpp"
+
+namespace jitune {
+
+/// A loaded instantiation, ready for cuLaunchKernel.
+struct Kernel {
+  CUfunction function = nullptr;
+  LaunchShape shape;
+  Config config;
+};
+
+/// The dispatcher's decision for one (family, problem): which config and why.
+struct Decision {
+  Config config;
+  Explanation explanation;
+};
+
+/// The dispatcher's search, without a GPU: `stores` in order (user cache first, then shipped), each asked for an
+/// exact record; then the nearest tuned problem of the same group on this device; then the same architecture on
+/// other devices; then the family's heuristic. Records with another template hash are never used; stored configs
+/// that are no longer legal are skipped with a note.
+Decision lookup_decision(const Family& family, const Problem& problem, const DeviceInfo& device,
+                         const std::string& nvrtc_version, const std::vector<const cache::Store*>& stores);
+/// The store key of `problem` on `device`.
+cache::RecordKey record_key(const Family& family, const Problem& problem, const DeviceInfo& device,
+                            const std::string& nvrtc_version);
+
+/// Reads device facts through the driver.
+DeviceInfo query_device(CUdevice device);
+
+struct Runtime::Impl {
+  Impl(Runtime& owner, RuntimeOptions opts);
+  ~Impl();
+
+  Runtime& self;
+  RuntimeOptions options;
+  CUdevice cu_device = 0;
+  CUcontext context = nullptr;
+  DeviceInfo device;
+  Compiler compiler;
+  BinaryCache binaries;
+  std::unique_ptr<cache::Store> user_store;   ///< nullptr when it could not be opened (see store_notes).
+  std::vector<std::unique_ptr<cache::Store>> shipped_stores;
+  std::vector<std::string> store_notes;       ///< Why a cache is unused or read-only.
+
+  /// The configuration for (family, problem): remembered after the first call. May run the tuning policy.
+  const Decision& decide(const Family& family, const Problem& problem);
+  /// The store search behind decide(), uncached and without tuning.
+  Decision lookup(const Family& family, const Problem& problem) const;
+  /// Loads (compiling if needed) the instantiation; remembered. Throws CompileError on NVRTC failure.
+  const Kernel& kernel(const Family& family, const Problem& problem, const Config& config);
+  /// Compiled image for one instantiation: binary cache, else NVRTC (and stored in the binary cache).
+  CachedBinary binary(const Family& family, const Problem& problem, const Config& config);
+  /// Launches on `stream` with the primary context current.
+  void launch(const Kernel& kernel, KernelArgs& args, CUstream stream);
+  /// Forgets decisions (the loaded kernels stay).
+  void forget_decisions();
+  /// The store key fields of this device for `family` and `problem`.
+  cache::RecordKey record_key(const Family& family, const Problem& problem) const;
+
+  /// Per-op caches keyed by the raw call arguments, so a warm call skips parsing and signature building.
+  struct OpCaches;
+  std::unique_ptr<OpCaches> op_caches;
+
+ private:
+  std::shared_mutex mutex_;
+  std::mutex tune_mutex_;
+  std::unordered_map<std::string, std::unique_ptr<Decision>> decisions_;
+  std::vector<std::unique_ptr<Decision>> retired_decisions_;
+  std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels_;
+  std::unordered_map<std::string, std::unique_ptr<driver::Module>> modules_;
+};
+
+/// Folder of the default user cache: $JITUNE_CACHE_DIR, else $XDG_CACHE_HOME/jitune, else ~/.cache/jitune.
+std::filesystem::path default_cache_dir();
+/// Shipped cache files installed with jitune (the build tree's and the install prefix's share/jitune/*.sqlite) and
+/// those named by $JITUNE_SHIPPED_CACHES.
+std::vector<std::filesystem::path> builtin_shipped_caches();
+
+}  // namespace jitune

@@ -1,0 +1,268 @@
+// Elementwise family: space, constraints, heuristic default, instantiation, launch geometry, workload and
+// CPU reference (the host expression evaluator).
+#include "templates/elementwise/elementwise.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <thread>
+
+#include "templates/host_float.hpp"
+
+namespace jitune::ew {
+namespace {
+
+bool supported(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
+
+// Splits [0, n) into chunks over the machine's cores: references and workloads reach 2^27 elements.
+template <class F>
+void parallel_for(std::uint64_t n, F&& body) {
+  const unsigned threads = n < (1u << 16) ? 1u : std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 1) {
+    body(std::uint64_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const std::uint64_t chunk = (n + threads - 1) / threads;
+  for (unsigned t = 0; t < threads; ++t) {
+    const std::uint64_t begin = std::min(n, chunk * t), end = std::min(n, begin + chunk);
+    pool.emplace_back([&body, begin, end] { body(begin, end); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+std::uint64_t splitmix(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+class ElementwiseFamily final : public Family {
+ public:
+  ElementwiseFamily()
+      : space_({
+            {"pack", {1, 2, 4, 8}, "elements per vector access; pack * element size <= 16 bytes"},
+            {"block", {128, 256, 512, 1024}, "threads per block"},
+            {"unroll", {1, 2, 4, 8}, "packs each thread loads before computing"},
+            {"waves", {1, 2, 4, 8, 32}, "grid cap: at most waves x (blocks resident on the GPU at once)"},
+        }) {}
+
+  std::string_view name() const override { return "elementwise"; }
+  std::string_view template_name() const override { return "elementwise/elementwise.cuh"; }
+  const Space& space() const override { return space_; }
+
+  std::vector<ProblemOption> problem_options() const override {
+    return {{"expr", "expression, e.g. 'z = x * y' (inputs: names read, in order of first appearance)"},
+            {"dtype", "float32, float16 or bfloat16"},
+            {"n", "element count"}};
+  }
+
+  std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
+    for (const auto& [key, value] : options)
+      if (key != "expr" && key != "dtype" && key != "n")
+        throw InvalidArgument("elementwise problem: unknown option '" + key + "'; options are expr, dtype, n");
+    auto get = [&](const char* key) -> const std::string& {
+      auto it = options.find(key);
+      if (it == options.end())
+        throw InvalidArgument(std::string("elementwise problem: missing '") + key + "' (options: expr, dtype, n)");
+      return it->second;
+    };
+    const std::string& n_text = get("n");
+    std::int64_t n = -1;
+    auto [end, ec] = std::from_chars(n_text.data(), n_text.data() + n_text.size(), n);
+    if (ec != std::errc() || end != n_text.data() + n_text.size() || n < 0)
+      throw InvalidArgument("elementwise problem: n='" + n_text + "' is not a non-negative integer");
+    return std::make_unique<ElementwiseProblem>(parse_expression(get("expr")), parse_dtype(get("dtype")), n);
+  }
+
+  Config heuristic(const Problem& problem, const DeviceInfo&) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    // OneFlow's defaults: 16-byte packs, 256 threads, grid capped at 32 waves.
+    return Config{{"pack", static_cast<std::int64_t>(16 / dtype_size(p.dtype()))},
+                  {"block", 256},
+                  {"unroll", 1},
+                  {"waves", 32}};
+  }
+
+  std::string check(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    const std::int64_t bytes = config.at("pack") * static_cast<std::int64_t>(dtype_size(p.dtype()));
+    if (bytes > 16) return "pack " + std::to_string(config.at("pack")) + " moves " + std::to_string(bytes) +
+                           " bytes per access; the widest vector access is 16 bytes";
+    if (config.at("block") > device.max_threads_per_block)
+      return "block " + std::to_string(config.at("block")) + " exceeds the device's " +
+             std::to_string(device.max_threads_per_block) + " threads per block";
+    return {};
+  }
+
+  KernelSource source(const Problem& problem, const Config& config) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    const Expression& e = p.expression();
+    std::string program = "#include \"elementwise/elementwise.cuh\"\n"
+                          "struct jitune_ew_op {\n"
+                          "  __device__ __forceinline__ float operator()(const float* jitune_v) const {\n";
+    for (std::size_t i = 0; i < e.inputs.size(); ++i)
+      program += "    float " + e.inputs[i] + " = jitune_v[" + std::to_string(i) + "];\n";
+    if (std::find(e.inputs.begin(), e.inputs.end(), e.output) == e.inputs.end())
+      program += "    float " + e.output + ";\n";
+    program += "#line 1 \"expression\"\n    " + e.canonical + ";\n    return " + e.output + ";\n  }\n};\n";
+    std::string name = "jitune::ew::elementwise<jitune_ew_op, " + std::string(dtype_cuda_type(p.dtype())) + ", " +
+                       std::to_string(p.arity()) + ", " + std::to_string(config.at("pack")) + ", " +
+                       std::to_string(config.at("block")) + ", " + std::to_string(config.at("unroll")) + ", " +
+                       (needs_index64(p.n()) ? "long long" : "int") + ">";
+    return {std::move(program), std::move(name)};
+  }
+
+  LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    const std::int64_t block = config.at("block"), pack = config.at("pack"), unroll = config.at("unroll");
+    const std::int64_t packs = p.n() / pack;
+    const std::int64_t needed = std::max<std::int64_t>(1, (packs + block * unroll - 1) / (block * unroll));
+    const std::int64_t per_wave = std::max<std::int64_t>(
+        1, std::int64_t{device.sm_count} * std::max<std::int64_t>(1, device.max_threads_per_sm / block));
+    LaunchShape s;
+    s.grid.x = static_cast<unsigned>(std::min(needed, per_wave * config.at("waves")));
+    s.block.x = static_cast<unsigned>(block);
+    return s;
+  }
+
+  void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,
+                   std::span<void* const> outputs, KernelArgs& args) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    std::int64_t head = 0;
+    if (config.at("pack") > 1) {
+      const std::uintptr_t bytes = static_cast<std::uintptr_t>(config.at("pack")) * dtype_size(p.dtype());
+      const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(outputs[0]) % bytes;
+      head = std::min<std::int64_t>(p.n(), static_cast<std::int64_t>(((bytes - mis) % bytes) / dtype_size(p.dtype())));
+    }
+    const void* in[kMaxInputs];
+    for (std::size_t i = 0; i < inputs.size() && i < kMaxInputs; ++i) in[i] = inputs[i];
+    push_params(p, std::span<const void* const>(in, inputs.size()), outputs[0], head, args);
+  }
+
+  Workload workload(const Problem& problem, std::uint64_t seed) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    const std::size_t es = dtype_size(p.dtype());
+    Workload w;
+    w.inputs.resize(p.arity());
+    for (int a = 0; a < p.arity(); ++a) {
+      auto& buf = w.inputs[a];
+      buf.resize(static_cast<std::size_t>(p.n()) * es);
+      const std::uint64_t stream_seed = seed * 1000003u + static_cast<std::uint64_t>(a);
+      parallel_for(static_cast<std::uint64_t>(p.n()), [&](std::uint64_t b, std::uint64_t e) {
+        std::uint64_t state = stream_seed ^ (b * 0x2545f4914f6cdd1dull);
+        for (std::uint64_t i = b; i < e; ++i) {
+          // Magnitudes in [0.25, 4) with random sign: never zero, exercises both branches of comparisons.
+          const std::uint64_t r = splitmix(state);
+          const double mag = std::ldexp(1.0 + static_cast<double>(r >> 40) / double(1ull << 24), int(r & 3) - 2);
+          store_element(p.dtype(), buf.data(), i, (r & 4) ? -mag : mag);
+        }
+      });
+    }
+    w.output_bytes = {static_cast<std::size_t>(p.n()) * es};
+    return w;
+  }
+
+  std::vector<std::vector<std::byte>> reference(const Problem& problem, const Workload& w) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    const Evaluator eval(p.expression());
+    std::vector<std::byte> out(static_cast<std::size_t>(p.n()) * dtype_size(p.dtype()));
+    parallel_for(static_cast<std::uint64_t>(p.n()), [&](std::uint64_t b, std::uint64_t e) {
+      double v[kMaxInputs];
+      for (std::uint64_t i = b; i < e; ++i) {
+        for (int a = 0; a < p.arity(); ++a) v[a] = load_element(p.dtype(), w.inputs[a].data(), i);
+        // The device computes in float: round the inputs' float math result once to the element type.
+        store_element(p.dtype(), out.data(), i, static_cast<float>(eval(v)));
+      }
+    });
+    return {std::move(out)};
+  }
+
+  OutputCheck output_check(const Problem& problem, std::size_t) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    switch (p.dtype()) {
+      case DType::kFloat16: return {DType::kFloat16, 1e-3, 1e-4};       // one half ulp is 2^-10 relative
+      case DType::kBFloat16: return {DType::kBFloat16, 8e-3, 1e-3};     // one bf16 ulp is 2^-7 relative
+      default: return {DType::kFloat32, 1e-5, 1e-6};
+    }
+  }
+
+  std::vector<std::pair<std::string, std::string>> default_suite() const override {
+    std::vector<std::pair<std::string, std::string>> cases;
+    for (const char* dtype : {"float32", "float16"})
+      for (const char* n : {"134217728", "1048576"})
+        cases.emplace_back(std::string("mul_") + dtype + "_" + n,
+                           std::string("dtype=") + dtype + ";expr=z = x * y;n=" + n);
+    for (const char* dtype : {"float32", "float16"})
+      cases.emplace_back(std::string("fma_") + dtype + "_134217728",
+                         std::string("dtype=") + dtype + ";expr=out = a * b + c;n=134217728");
+    return cases;
+  }
+
+ private:
+  Space space_;
+};
+
+}  // namespace
+
+ElementwiseProblem::ElementwiseProblem(Expression expression, DType dtype, std::int64_t n)
+    : expression_(std::move(expression)), dtype_(dtype), n_(n) {
+  if (!supported(dtype))
+    throw InvalidArgument("elementwise: dtype " + std::string(dtype_name(dtype)) +
+                          " is not supported; use float32, float16 or bfloat16");
+  if (n < 0) throw InvalidArgument("elementwise: element count " + std::to_string(n) + " is negative");
+}
+
+std::string ElementwiseProblem::signature() const {
+  return "dtype=" + std::string(dtype_name(dtype_)) + ";expr=" + expression_.canonical + ";n=" + std::to_string(n_);
+}
+
+std::string ElementwiseProblem::group() const {
+  return std::string(dtype_name(dtype_)) + "|arity=" + std::to_string(arity());
+}
+
+std::vector<double> ElementwiseProblem::features() const { return {std::log2(static_cast<double>(n_) + 1.0)}; }
+
+double ElementwiseProblem::bytes_moved() const {
+  return static_cast<double>(n_) * static_cast<double>(dtype_size(dtype_)) * (arity() + 1);
+}
+
+Alignment align_pointers(std::span<const void* const> pointers, std::size_t element_size, int max_pack,
+                         std::int64_t n) noexcept {
+  for (int pack = max_pack; pack > 1; pack /= 2) {
+    const std::uintptr_t bytes = static_cast<std::uintptr_t>(pack) * element_size;
+    const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(pointers[0]) % bytes;
+    bool same = mis % element_size == 0;
+    for (const void* p : pointers) same = same && reinterpret_cast<std::uintptr_t>(p) % bytes == mis;
+    if (same) {
+      const auto head = static_cast<std::int64_t>(((bytes - mis) % bytes) / element_size);
+      return {pack, std::min(head, n)};
+    }
+  }
+  return {1, 0};
+}
+
+void push_params(const ElementwiseProblem& p, std::span<const void* const> inputs, void* output, std::int64_t head,
+                 KernelArgs& args) {
+  std::uint64_t words[3 + kMaxInputs];
+  std::size_t k = 0;
+  words[k++] = reinterpret_cast<std::uintptr_t>(output);
+  for (const void* in : inputs) words[k++] = reinterpret_cast<std::uintptr_t>(in);
+  words[k++] = static_cast<std::uint64_t>(p.n());
+  words[k++] = static_cast<std::uint64_t>(head);
+  args.push_raw(words, k * sizeof(std::uint64_t), 8);
+}
+
+bool needs_index64(std::int64_t n) noexcept {
+  // Loop indices reach about 2n + one tile past the end; keep them below 2^31.
+  return n > (std::int64_t{1} << 30) - (std::int64_t{1} << 16);
+}
+
+const Family& elementwise_family() {
+  static const ElementwiseFamily family;
+  return family;
+}
+
+}  // namespace jitune::ew

@@ -1,0 +1,57 @@
+// The elementwise family: problem type, alignment rule and the family object.
+#pragma once
+
+#include <span>
+
+#include <jitune/tensor.hpp>
+
+#include "templates/elementwise/expression.hpp"
+#include "templates/family.hpp"
+
+namespace jitune::ew {
+
+/// One elementwise call: expression, dtype, element count.
+class ElementwiseProblem final : public Problem {
+ public:
+  /// Throws InvalidArgument for dtypes other than float32/float16/bfloat16 or a negative count.
+  ElementwiseProblem(Expression expression, DType dtype, std::int64_t n);
+  const Expression& expression() const noexcept { return expression_; }
+  DType dtype() const noexcept { return dtype_; }
+  std::int64_t n() const noexcept { return n_; }
+  int arity() const noexcept { return static_cast<int>(expression_.inputs.size()); }
+
+  std::string signature() const override;   ///< "dtype=float32;expr=z = x * y;n=1024"
+  std::string group() const override;       ///< "float32|arity=2"
+  std::vector<double> features() const override;  ///< {log2(n)}
+  double bytes_moved() const override;
+
+ private:
+  Expression expression_;
+  DType dtype_;
+  std::int64_t n_;
+};
+
+/// Vector width and scalar head for a set of pointers: the widest pack <= max_pack (elements) for which every
+/// pointer has the same offset modulo the pack's bytes; `head` elements go through the scalar path first.
+struct Alignment {
+  int pack = 1;
+  std::int64_t head = 0;
+};
+Alignment align_pointers(std::span<const void* const> pointers, std::size_t element_size, int max_pack,
+                         std::int64_t n) noexcept;
+
+/// Lays out the kernel's ew::Params<T, arity> (out, in[arity], n, head: 8-byte fields, no padding) as one argument.
+void push_params(const ElementwiseProblem& problem, std::span<const void* const> inputs, void* output,
+                 std::int64_t head, KernelArgs& args);
+
+/// True when the kernel needs 64-bit indices for n elements.
+bool needs_index64(std::int64_t n) noexcept;
+
+/// The registered family object.
+const Family& elementwise_family();
+
+}  // namespace jitune::ew
+
+namespace jitune {
+using ew::elementwise_family;
+}  // namespace jitune

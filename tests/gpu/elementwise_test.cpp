@@ -1,0 +1,208 @@
+// GPU tests of the elementwise family through the runtime API: every dtype against the CPU reference at odd sizes,
+// offset pointers, poisoned outputs, the tuned pick, tuning on first use, and bad input.
+#include <jitune/jitune.hpp>
+#include <jitune/tuner.hpp>
+
+#include "gpu_util.hpp"
+#include "templates/elementwise/elementwise.hpp"
+#include "tuner/tuner.hpp"
+
+namespace jitune {
+namespace {
+
+using test::Buffer;
+using test::TempDir;
+
+// Runs `expr` through the runtime API on random inputs at element offset `offsets[i]` per pointer (output first),
+// and compares every element with the CPU reference (the family's own reference and tolerance).
+void check_expression(Runtime& rt, const std::string& expr, DType dtype, std::int64_t n,
+                      std::vector<std::size_t> offsets, std::uint64_t seed) {
+  const std::size_t es = dtype_size(dtype);
+  auto problem = ew::elementwise_family().make_problem(
+      {{"expr", expr}, {"dtype", std::string(dtype_name(dtype))}, {"n", std::to_string(n)}});
+  const auto& p = static_cast<const ew::ElementwiseProblem&>(*problem);
+  Workload w = ew::elementwise_family().workload(p, seed);
+  auto expected = ew::elementwise_family().reference(p, w)[0];
+  offsets.resize(p.arity() + 1, offsets.empty() ? 0 : offsets.back());
+  Buffer out(static_cast<std::size_t>(n) * es);
+  out.poison();
+  std::vector<std::unique_ptr<Buffer>> ins;
+  std::vector<const void*> in_ptrs;
+  for (int a = 0; a < p.arity(); ++a) {
+    ins.push_back(std::make_unique<Buffer>(static_cast<std::size_t>(n) * es));
+    ins.back()->upload(w.inputs[a], offsets[a + 1] * es);
+    in_ptrs.push_back(ins.back()->at(offsets[a + 1] * es));
+  }
+  elementwise(rt, expr, std::span<const void* const>(in_ptrs), out.at(offsets[0] * es), n, dtype);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  auto got = out.download(static_cast<std::size_t>(n) * es, offsets[0] * es);
+  const OutputCheck check = ew::elementwise_family().output_check(p, 0);
+  const CompareResult r = compare_host(check, got.data(), expected.data(), static_cast<std::uint64_t>(n));
+  INFO(expr, " ", dtype_name(dtype), " n=", n, " offsets out=", offsets[0], " in0=", offsets.size() > 1 ? offsets[1] : 0);
+  CHECK_MESSAGE(r.ok(), r.describe(static_cast<std::uint64_t>(n), check));
+  // Bytes around the output must stay poisoned: the kernel wrote nothing outside [0, n).
+  auto before = out.download(offsets[0] * es, 0);
+  for (std::byte b : before) REQUIRE(b == std::byte{0xFF});
+  const std::size_t end = offsets[0] * es + static_cast<std::size_t>(n) * es;
+  for (std::byte b : out.download(out.bytes - end, end)) REQUIRE(b == std::byte{0xFF});
+}
+
+TEST_CASE("elementwise matches the CPU reference for every dtype, size and alignment") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const std::int64_t sizes[] = {1, 7, 4097, (1 << 20) + 3, 1 << 24};
+  std::uint64_t seed = 1;
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    for (std::int64_t n : sizes) {
+      check_expression(rt, "z = x * y", dtype, n, {0, 0, 0}, ++seed);
+      check_expression(rt, "z = x * y", dtype, n, {1, 1, 1}, ++seed);      // every pointer one element off
+      check_expression(rt, "z = x * y", dtype, n, {0, 1, 3}, ++seed);      // differently misaligned: pack 1
+      check_expression(rt, "y = x > 0 ? x : 0.1f * x", dtype, n, {0, 0}, ++seed);
+      check_expression(rt, "out = a * b + c", dtype, n, {2, 2, 2, 2}, ++seed);
+    }
+  check_expression(rt, "y = tanhf(x) * expf(-x * x)", DType::kFloat32, 100003, {0, 0}, 99);
+}
+
+TEST_CASE("n = 0 launches nothing and still validates the call") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  Buffer out(64);
+  out.poison();
+  elementwise(rt, "z = x * y", {out.at(0), out.at(0)}, out.at(0), 0, DType::kFloat32);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  for (std::byte b : out.download(64, 0)) CHECK(b == std::byte{0xFF});
+  CHECK_THROWS_AS(elementwise(rt, "z = x * y", {out.at(0)}, out.at(0), 0, DType::kFloat32), InvalidArgument);
+}
+
+TEST_CASE("in-place elementwise (output aliases an input)") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const std::int64_t n = 300001;
+  auto x = test::random_values(DType::kFloat32, n, 5);
+  Buffer buf(n * 4);
+  buf.upload(x, 0);
+  elementwise(rt, "x = x * 2 + 1", {buf.at(0)}, buf.at(0), n, DType::kFloat32);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  auto got = buf.download(n * 4, 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    float g, v;
+    std::memcpy(&g, got.data() + i * 4, 4);
+    std::memcpy(&v, x.data() + i * 4, 4);
+    REQUIRE(g == v * 2 + 1);
+  }
+}
+
+TEST_CASE("launches go on the caller's stream") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  driver::StreamHandle stream;
+  const std::int64_t n = 1 << 20;
+  auto x = test::random_values(DType::kFloat16, n, 8);
+  Buffer in(n * 2), out(n * 2);
+  in.upload(x, 0);
+  out.poison();
+  elementwise(rt, "y = x + x", {in.at(0)}, out.at(0), n, DType::kFloat16, reinterpret_cast<Stream>(stream.get()));
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+  auto got = out.download(n * 2, 0);
+  for (std::int64_t i = 0; i < n; i += 997)
+    REQUIRE(load_element(DType::kFloat16, got.data(), i) == 2 * load_element(DType::kFloat16, x.data(), i));
+}
+
+TEST_CASE("bad input is a clear error") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  Buffer b(1024);
+  SUBCASE("wrong number of inputs names the inputs in order") {
+    try {
+      elementwise(rt, "z = y * x", {b.at(0)}, b.at(0), 16, DType::kFloat32);
+      FAIL("no exception");
+    } catch (const InvalidArgument& e) {
+      CHECK(std::string(e.what()).find("y, x") != std::string::npos);
+    }
+  }
+  SUBCASE("unknown function quotes NVRTC") {
+    try {
+      elementwise(rt, "z = nosuchfn(x)", {b.at(0)}, b.at(0), 16, DType::kFloat32);
+      FAIL("no exception");
+    } catch (const CompileError& e) {
+      CHECK(std::string(e.what()).find("nosuchfn") != std::string::npos);
+      CHECK(e.log().find("is undefined") != std::string::npos);
+      CHECK(e.family() == "elementwise");
+    }
+  }
+  SUBCASE("null and misaligned pointers") {
+    CHECK_THROWS_AS(elementwise(rt, "z = x", {nullptr}, b.at(0), 16, DType::kFloat32), InvalidArgument);
+    CHECK_THROWS_AS(elementwise(rt, "z = x", {b.at(1)}, b.at(0), 16, DType::kFloat32), InvalidArgument);
+  }
+  SUBCASE("unsupported dtype") {
+    CHECK_THROWS_AS(elementwise(rt, "z = x", {b.at(0)}, b.at(0), 16, DType::kInt32), InvalidArgument);
+  }
+}
+
+TEST_CASE("the tuned pick: a tuned record is used exactly, by a new Runtime, without NVRTC") {
+  TempDir dir;
+  const std::int64_t n = (1 << 20) + 3;
+  const std::string sig = elementwise_signature("z = x * y", n, DType::kFloat32);
+  std::string tuned;
+  {
+    Runtime rt(test::isolated_options(dir));
+    auto problem = ew::elementwise_family().parse_problem(sig);
+    tuner::TuneOptions opt;
+    opt.strategy = tuner::Strategy::kRandom;
+    opt.budget = 12;
+    opt.min_time_ms = 0.2;
+    tuner::TuneReport r = tuner::tune(rt, ew::elementwise_family(), *problem, opt);
+    CHECK(r.stored);
+    CHECK(r.best_us > 0);
+    CHECK(r.default_us > 0);
+    tuned = r.best.text();
+    std::size_t ok = 0;
+    for (const auto& c : r.candidates) ok += c.status == "ok" || c.status == "cut";
+    CHECK(ok >= 2);
+  }
+  Runtime rt(test::isolated_options(dir));
+  Explanation x = rt.explain("elementwise", sig);
+  CHECK(x.level == MatchLevel::kExact);
+  CHECK(x.config == tuned);
+  check_expression(rt, "z = x * y", DType::kFloat32, n, {0, 0, 0}, 77);
+  CHECK(rt.impl().compiler.compile_count() == 0);  // the winner's binary came from the disk cache
+  // A different size of the same group borrows the nearest tuned config.
+  Explanation near = rt.explain("elementwise", elementwise_signature("z = x * y", n + 1000, DType::kFloat32));
+  CHECK(near.level == MatchLevel::kNearestProblem);
+  CHECK(near.config == tuned);
+  Explanation other = rt.explain("elementwise", elementwise_signature("z = x * y", n, DType::kFloat16));
+  CHECK(other.level == MatchLevel::kHeuristic);
+}
+
+TEST_CASE("tuning on first use stores a record and the call is correct") {
+  TempDir dir;
+  RuntimeOptions o = test::isolated_options(dir);
+  o.tuning = tuner::tune_on_first_use({8, 0.2});
+  Runtime rt(o);
+  check_expression(rt, "out = a * b + c", DType::kBFloat16, 65537, {0, 0, 0, 0}, 3);
+  Explanation x = rt.explain("elementwise", elementwise_signature("out = a * b + c", 65537, DType::kBFloat16));
+  CHECK(x.level == MatchLevel::kExact);
+  CHECK(x.time_us > 0);
+}
+
+TEST_CASE("every config of the space verifies on odd sizes (tuner verification path)") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+    auto problem = ew::elementwise_family().make_problem(
+        {{"expr", "z = x * y - x"}, {"dtype", std::string(dtype_name(dtype))}, {"n", "100003"}});
+    tuner::TuneOptions opt;
+    opt.min_time_ms = 0.05;
+    opt.min_reps = 3;
+    opt.store = false;
+    opt.cut_ratio = 1e9;  // time every candidate: none may be cut, all must verify
+    tuner::TuneReport r = tuner::tune(rt, ew::elementwise_family(), *problem, opt);
+    for (const auto& c : r.candidates) {
+      INFO(c.config.text(), " ", c.reason);
+      CHECK((c.status == "ok" || c.status == "resources_exceeded"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace jitune

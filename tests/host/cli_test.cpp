@@ -1,0 +1,179 @@
+// The jitune CLI as a user meets it: exit codes, messages that say what to do, --json, dry runs and cache tools.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include <jitune/runtime.hpp>
+
+#include "cache/store.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "templates/elementwise/elementwise.hpp"
+
+namespace jitune {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(JITUNE_CLI_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+struct Dir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("jitune_cli_" + std::to_string(std::random_device{}()));
+  Dir() { std::filesystem::create_directories(path); }
+  ~Dir() { std::filesystem::remove_all(path); }
+  std::string cache() const { return "--cache " + (path / "c.sqlite").string(); }
+};
+
+cache::Record sample_record(std::int64_t n, double us) {
+  const auto& fam = ew::elementwise_family();
+  auto p = fam.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", std::to_string(n)}});
+  cache::Record r;
+  r.key = record_key(fam, *p, nominal_device(90), "13.0");
+  r.group = p->group();
+  r.features = p->features();
+  r.config = "block=256,pack=4,unroll=2,waves=8";
+  r.time_us = us;
+  r.reps = 10;
+  r.default_time_us = us * 1.2;
+  r.default_config = "block=256,pack=4,unroll=1,waves=32";
+  r.jitune_version = "test";
+  r.created_at = cache::utc_now();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("devices and tune without a GPU say so plainly") {
+  if (device_count() > 0) {
+    CHECK(run("devices").out.find("sm_") != std::string::npos);
+    return;
+  }
+  Result d = run("devices");
+  CHECK(d.code == 0);
+  CHECK(d.out.find("no CUDA device") != std::string::npos);
+  Result t = run("tune elementwise --expr 'z = x * y' --dtype float32 --n 1000");
+  CHECK(t.code == 3);
+  CHECK(t.out.find("no GPU") != std::string::npos);
+  CHECK(t.out.find("--dry-run") != std::string::npos);
+}
+
+TEST_CASE("dry run compiles the space and reports resources as JSON") {
+  Result r = run("--json tune elementwise --expr 'z = x + y' --dtype float16 --n 4097 --dry-run --threads 2");
+  REQUIRE_MESSAGE(r.code == 0, r.out);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.size() == 1);
+  CHECK(j[0]["legal"].get<int>() > 100);
+  for (const auto& c : j[0]["candidates"]) {
+    CHECK(c["status"] == "ok");
+    CHECK(c["registers"].get<int>() > 0);
+  }
+}
+
+TEST_CASE("bad command lines are clear errors with distinct exit codes") {
+  Result dtype = run("tune elementwise --expr 'z = x' --dtype fp8 --n 10 --dry-run");
+  CHECK(dtype.code == 1);
+  CHECK(dtype.out.find("float16") != std::string::npos);
+  Result n = run("tune elementwise --expr 'z = x' --dtype float32 --n -5 --dry-run");
+  CHECK(n.code == 1);
+  CHECK(n.out.find("non-negative") != std::string::npos);
+  Result expr = run("tune elementwise --expr 'z = x; y' --dtype float32 --n 10 --dry-run");
+  CHECK(expr.code == 1);
+  CHECK(expr.out.find("^") != std::string::npos);
+  Result missing = run("tune elementwise --dtype float32 --n 10 --dry-run");
+  CHECK(missing.code == 1);
+  CHECK(missing.out.find("missing 'expr'") != std::string::npos);
+  Result nvrtc = run("tune elementwise --expr 'z = nope(x)' --dtype float32 --n 10 --dry-run");
+  CHECK(nvrtc.code == 1);
+  CHECK(nvrtc.out.find("identifier \"nope\" is undefined") != std::string::npos);
+  CHECK(run("tune --strategy sometimes --suite default").code == 2);
+  CHECK(run("tune").code == 2);
+  CHECK(run("frobnicate").code == 2);
+  CHECK(run("tune --suite default --family nosuch --dry-run").out.find("known families") != std::string::npos);
+}
+
+TEST_CASE("cache list, show, export, import and merge") {
+  Dir dir;
+  {
+    cache::Store s(dir.path / "c.sqlite", cache::OpenMode::kReadWrite);
+    s.put(sample_record(1000, 5.0));
+    s.put(sample_record(2000, 6.0));
+  }
+  Result list = run("--json " + dir.cache() + " cache list");
+  REQUIRE_MESSAGE(list.code == 0, list.out);
+  auto j = nlohmann::json::parse(list.out);
+  CHECK(j.size() == 2);
+  CHECK(j[0]["stale"] == false);
+
+  Result show = run(dir.cache() + " cache show elementwise --expr 'z = x * y' --dtype float32 --n 1000");
+  CHECK(show.code == 0);
+  CHECK(show.out.find("block=256,pack=4,unroll=2,waves=8") != std::string::npos);
+
+  const std::string file = (dir.path / "out.jsonl").string();
+  CHECK(run(dir.cache() + " cache export " + file).code == 0);
+  std::ifstream in(file);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) ++lines;
+  CHECK(lines == 2);
+
+  const std::string other = "--cache " + (dir.path / "other.sqlite").string();
+  Result imp = run("--json " + other + " cache import " + file);
+  REQUIRE_MESSAGE(imp.code == 0, imp.out);
+  CHECK(nlohmann::json::parse(imp.out)["added"] == 2);
+
+  // A bad line is rejected with its number; good lines still count.
+  std::ofstream(dir.path / "bad.jsonl") << cache::to_json_line(sample_record(3000, 4.0)) << "\n{not json\n";
+  Result bad = run(other + " cache import " + (dir.path / "bad.jsonl").string());
+  CHECK(bad.code == 1);
+  CHECK(bad.out.find("line 2") != std::string::npos);
+  // A record for an unknown family or a config outside the space is rejected by the registry validator.
+  cache::Record alien = sample_record(4000, 4.0);
+  alien.config = "block=256,pack=4,unroll=3,waves=8";
+  std::ofstream(dir.path / "alien.jsonl") << cache::to_json_line(alien) << "\n";
+  Result al = run(other + " cache import " + (dir.path / "alien.jsonl").string());
+  CHECK(al.code == 1);
+  CHECK(al.out.find("outside the elementwise space") != std::string::npos);
+
+  // Merge keeps the faster record and says what it replaced.
+  {
+    cache::Store s(dir.path / "faster.sqlite", cache::OpenMode::kReadWrite);
+    s.put(sample_record(1000, 2.5));
+  }
+  Result merge = run(dir.cache() + " cache merge " + (dir.path / "faster.sqlite").string());
+  CHECK(merge.code == 0);
+  CHECK(merge.out.find("1 replaced") != std::string::npos);
+  cache::Store s(dir.path / "c.sqlite", cache::OpenMode::kReadOnly);
+  for (const auto& r : s.records())
+    if (r.key.signature.find("n=1000") != std::string::npos) CHECK(r.time_us == 2.5);
+}
+
+TEST_CASE("a cache file that is not SQLite is reported and left untouched") {
+  Dir dir;
+  std::ofstream(dir.path / "c.sqlite") << "this is not a database";
+  Result r = run(dir.cache() + " cache list");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("c.sqlite") != std::string::npos);
+  std::ifstream in(dir.path / "c.sqlite");
+  std::string text;
+  std::getline(in, text);
+  CHECK(text == "this is not a database");
+}
+
+}  // namespace jitune

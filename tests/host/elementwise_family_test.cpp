@@ -1,0 +1,180 @@
+// The elementwise family without a GPU: space and constraints, heuristic, alignment rule, index width, sources,
+// workload and CPU reference, and an NVRTC compile of every legal config for sm_80 and sm_90.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "runtime/compiler.hpp"
+#include "templates/elementwise/elementwise.hpp"
+#include "templates/host_float.hpp"
+#include "templates/sources.hpp"
+#include "tuner/tuner.hpp"
+
+namespace jitune {
+namespace {
+
+std::unique_ptr<Problem> problem(const std::string& expr, const std::string& dtype, std::int64_t n) {
+  return ew::elementwise_family().make_problem({{"expr", expr}, {"dtype", dtype}, {"n", std::to_string(n)}});
+}
+
+const Family& fam() { return ew::elementwise_family(); }
+
+}  // namespace
+
+TEST_CASE("elementwise is registered and its template is embedded") {
+  CHECK(&family("elementwise") == &fam());
+  CHECK(template_source("elementwise/elementwise.cuh").find("__global__") != std::string::npos);
+  CHECK(template_hash("elementwise/elementwise.cuh").size() == 16);
+  CHECK_THROWS_WITH_AS(family("nope"), doctest::Contains("elementwise"), InvalidArgument);
+}
+
+TEST_CASE("signature is canonical and parses back to the same problem") {
+  auto p = problem("z=x*y", "half", 1000);
+  CHECK(p->signature() == "dtype=float16;expr=z = x * y;n=1000");
+  CHECK(fam().parse_problem(p->signature())->signature() == p->signature());
+  CHECK(p->group() == "float16|arity=2");
+  CHECK(p->bytes_moved() == 1000 * 2 * 3);
+  CHECK_THROWS_AS(problem("z = x", "int32", 10), InvalidArgument);
+  CHECK_THROWS_AS(problem("z = x", "float32", -1), InvalidArgument);
+  CHECK_THROWS_AS(fam().make_problem({{"expr", "z = x"}, {"dtype", "float32"}}), InvalidArgument);
+  CHECK_THROWS_AS(fam().make_problem({{"expr", "z = x"}, {"dtype", "float32"}, {"n", "12abc"}}), InvalidArgument);
+  CHECK_THROWS_AS(fam().make_problem({{"expr", "z = x"}, {"dtype", "float32"}, {"n", "1"}, {"m", "2"}}),
+                  InvalidArgument);
+}
+
+TEST_CASE("constraints prune packs wider than 16 bytes, and the heuristic is legal") {
+  const DeviceInfo dev = nominal_device(90);
+  for (const char* dtype : {"float32", "float16", "bfloat16"}) {
+    auto p = problem("z = x * y", dtype, 1 << 20);
+    CHECK(fam().validate(*p, fam().heuristic(*p, dev), dev).empty());
+    std::size_t pruned = 0;
+    auto legal = tuner::legal_candidates(fam(), *p, dev, pruned);
+    CHECK(legal.front() == fam().heuristic(*p, dev));
+    CHECK(legal.size() + pruned == fam().space().size());
+    for (const Config& c : legal) CHECK(c.at("pack") * static_cast<std::int64_t>(dtype_size(parse_dtype(dtype))) <= 16);
+  }
+  auto p = problem("z = x * y", "float32", 10);
+  const Config wide{{"pack", 8}, {"block", 256}, {"unroll", 1}, {"waves", 1}};
+  CHECK(fam().check(*p, wide, dev).find("16 bytes") != std::string::npos);
+  DeviceInfo small = dev;
+  small.max_threads_per_block = 512;
+  const Config big_block{{"pack", 4}, {"block", 1024}, {"unroll", 1}, {"waves", 1}};
+  CHECK(fam().check(*p, big_block, small).find("exceeds") != std::string::npos);
+}
+
+TEST_CASE("alignment rule: widest pack all pointers share, with a scalar head") {
+  alignas(64) static char mem[256];
+  auto at = [](int off) -> const void* { return mem + off; };
+  SUBCASE("all aligned") {
+    const void* p[] = {at(0), at(16), at(32)};
+    auto a = ew::align_pointers(p, 4, 4, 1000);
+    CHECK(a.pack == 4);
+    CHECK(a.head == 0);
+  }
+  SUBCASE("all one float off: head of 3 elements") {
+    const void* p[] = {at(4), at(20), at(36)};
+    auto a = ew::align_pointers(p, 4, 4, 1000);
+    CHECK(a.pack == 4);
+    CHECK(a.head == 3);
+  }
+  SUBCASE("different misalignment drops to the largest common pack") {
+    const void* p[] = {at(0), at(8)};
+    CHECK(ew::align_pointers(p, 4, 4, 1000).pack == 2);
+    const void* q[] = {at(0), at(4)};
+    CHECK(ew::align_pointers(q, 4, 4, 1000).pack == 1);
+  }
+  SUBCASE("head never exceeds n") {
+    const void* p[] = {at(2), at(2)};
+    auto a = ew::align_pointers(p, 2, 8, 3);
+    CHECK(a.pack == 8);
+    CHECK(a.head == 3);
+  }
+}
+
+TEST_CASE("index width switches to 64 bits for large counts") {
+  CHECK_FALSE(ew::needs_index64(1 << 27));
+  CHECK(ew::needs_index64(std::int64_t{1} << 31));
+  auto big = problem("z = x * y", "float32", std::int64_t{3} << 30);
+  CHECK(fam().source(*big, fam().heuristic(*big, nominal_device(90))).name_expression.find("long long") !=
+        std::string::npos);
+}
+
+TEST_CASE("workload is random and never zero; reference follows the expression") {
+  auto p = problem("y = x > 0 ? x : 0.1f * x", "float32", 5000);
+  Workload w = fam().workload(*p, 42);
+  REQUIRE(w.inputs.size() == 1);
+  auto ref = fam().reference(*p, w)[0];
+  std::set<float> distinct;
+  bool saw_negative = false;
+  for (int i = 0; i < 5000; ++i) {
+    const double x = load_element(DType::kFloat32, w.inputs[0].data(), i);
+    CHECK(x != 0.0);
+    saw_negative |= x < 0;
+    distinct.insert(static_cast<float>(x));
+    CHECK(load_element(DType::kFloat32, ref.data(), i) == static_cast<float>(x > 0 ? x : 0.1f * x));
+  }
+  CHECK(saw_negative);
+  CHECK(distinct.size() > 4000);
+  Workload w2 = fam().workload(*p, 43);
+  CHECK(w2.inputs[0] != w.inputs[0]);
+}
+
+TEST_CASE("generated source declares inputs in order and the output once") {
+  auto p = problem("x = x * y", "float32", 10);
+  KernelSource s = fam().source(*p, fam().heuristic(*p, nominal_device(90)));
+  CHECK(s.program.find("float x = jitune_v[0];") != std::string::npos);
+  CHECK(s.program.find("float y = jitune_v[1];") != std::string::npos);
+  CHECK(s.program.find("float x;") == std::string::npos);
+  CHECK(s.name_expression.find("jitune::ew::elementwise<jitune_ew_op, float, 2, 4, 256, 1, int>") == 0);
+}
+
+TEST_CASE("NVRTC compiles every legal config for sm_80 and sm_90, every dtype") {
+  Compiler compiler;
+  for (int cc : {80, 90})
+    for (const char* dtype : {"float32", "float16", "bfloat16"}) {
+      auto p = problem("out = a * b + c", dtype, (1 << 20) + 3);
+      auto r = tuner::dry_run(compiler, fam(), *p, nominal_device(cc), 0);
+      INFO("sm_", cc, " ", dtype);
+      REQUIRE(!r.candidates.empty());
+      for (const auto& c : r.candidates) {
+        INFO(c.config.text(), "\n", c.reason);
+        CHECK(c.status == "ok");
+        CHECK(c.resources.registers > 0);
+      }
+    }
+}
+
+TEST_CASE("a broken expression fails fast with NVRTC's message") {
+  Compiler compiler;
+  auto p = problem("z = undefined_function(x)", "float32", 100);
+  try {
+    tuner::dry_run(compiler, fam(), *p, nominal_device(90), 0);
+    FAIL("expected CompileError");
+  } catch (const CompileError& e) {
+    CHECK(e.log().find("undefined_function") != std::string::npos);
+    CHECK(e.family() == "elementwise");
+    CHECK(e.options().find("-arch=sm_90") != std::string::npos);
+    CHECK(compiler.compile_count() == 1);  // the probe only: the space is not compiled config by config
+  }
+}
+
+TEST_CASE("ptxas resource report parsing") {
+  const std::string log =
+      "ptxas info    : Compiling entry function '_Z3fooPf' for 'sm_90'\n"
+      "ptxas info    : Function properties for _Z3fooPf\n"
+      "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 0 barriers\n"
+      "ptxas info    : Compiling entry function '_Z3barPf' for 'sm_90'\n"
+      "ptxas info    : Function properties for _Z3barPf\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 12 registers, used 0 barriers\n";
+  KernelResources foo = parse_resources(log, "_Z3fooPf"), bar = parse_resources(log, "_Z3barPf");
+  CHECK(foo.registers == 40);
+  CHECK(foo.stack_bytes == 16);
+  CHECK(foo.spill_store_bytes == 8);
+  CHECK(foo.spills());
+  CHECK(bar.registers == 12);
+  CHECK_FALSE(bar.spills());
+}
+
+}  // namespace jitune

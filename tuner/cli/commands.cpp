@@ -1,0 +1,389 @@
+// Implementations of the jitune CLI commands.
+#include "tuner/cli/commands.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include <jitune/runtime.hpp>
+
+#include "cache/store.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "templates/sources.hpp"
+#include "tuner/tuner.hpp"
+
+namespace jitune::cli {
+namespace {
+
+using nlohmann::json;
+
+RuntimeOptions runtime_options(const Common& c) {
+  RuntimeOptions o;
+  o.device = c.device;
+  if (!c.cache.empty()) o.user_cache = c.cache;
+  o.use_builtin_shipped_caches = !c.no_shipped;
+  return o;
+}
+
+std::filesystem::path cache_path(const Common& c) {
+  return c.cache.empty() ? default_cache_dir() / "tuning.sqlite" : std::filesystem::path(c.cache);
+}
+
+std::unique_ptr<Problem> make_problem(const Family& f, const std::map<std::string, std::string>& options,
+                                      const std::string& signature) {
+  if (!signature.empty()) return f.parse_problem(signature);
+  return f.make_problem(options);
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// Progress bar with ETA on a terminal; a plain line per tenth otherwise (logs stay readable).
+struct ProgressPrinter {
+  std::string label;
+  bool tty = isatty(STDERR_FILENO) != 0;
+  std::size_t last_tenth = 0;
+  void operator()(const tuner::Progress& p) {
+    if (tty) {
+      const int width = 30;
+      const int filled = static_cast<int>(width * p.done / std::max<std::size_t>(p.total, 1));
+      std::fprintf(stderr, "\r%-28.28s [%s%s] %zu/%zu best %.2f us ETA %.1fs   ", label.c_str(),
+                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), p.done, p.total,
+                   p.best_us, p.eta_s);
+      if (p.done == p.total) std::fprintf(stderr, "\n");
+    } else {
+      const std::size_t tenth = p.done * 10 / std::max<std::size_t>(p.total, 1);
+      if (tenth != last_tenth || p.done == p.total) {
+        last_tenth = tenth;
+        std::fprintf(stderr, "%s: %zu/%zu candidates, best %.2f us, %.1fs elapsed\n", label.c_str(), p.done, p.total,
+                     p.best_us, p.elapsed_s);
+      }
+    }
+  }
+};
+
+json candidate_json(const tuner::CandidateResult& c) {
+  return {{"config", c.config.text()}, {"status", c.status},      {"reason", c.reason},
+          {"time_us", c.time_us},      {"spread", c.spread},      {"reps", c.reps},
+          {"registers", c.resources.registers}, {"spill_bytes", c.resources.spill_store_bytes}};
+}
+
+struct SuiteRow {
+  std::string name, family, signature, config, heuristic;
+  double best_us = 0, default_us = 0, bytes = 0, wall_s = 0;
+};
+
+int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::pair<const Family*, std::string>>& jobs) {
+  Compiler compiler;
+  DeviceInfo device = nominal_device(std::stoi(args.arch.substr(3)));
+  json out = json::array();
+  int failures = 0;
+  for (const auto& [f, signature] : jobs) {
+    auto problem = f->parse_problem(signature);
+    auto r = tuner::dry_run(compiler, *f, *problem, device, args.threads);
+    std::size_t ok = 0, spills = 0;
+    for (const auto& c : r.candidates) {
+      ok += c.status == "ok";
+      spills += c.resources.spills();
+    }
+    failures += static_cast<int>(r.candidates.size() - ok);
+    if (common.json) {
+      json cands = json::array();
+      for (const auto& c : r.candidates) cands.push_back(candidate_json(c));
+      out.push_back({{"family", f->name()}, {"signature", signature}, {"arch", args.arch}, {"legal", r.candidates.size()},
+                     {"pruned", r.pruned}, {"compile_s", r.compile_s}, {"wall_s", r.wall_s}, {"candidates", cands}});
+      continue;
+    }
+    std::printf("%s %s on %s: %zu legal configs (%zu pruned by constraints), %zu compiled, %zu spill, %.1fs wall "
+                "(%.1fs NVRTC)\n",
+                std::string(f->name()).c_str(), signature.c_str(), args.arch.c_str(), r.candidates.size(), r.pruned, ok,
+                spills, r.wall_s, r.compile_s);
+    std::printf("  %-40s %-15s %5s %6s %6s\n", "config", "status", "regs", "stack", "spill");
+    for (const auto& c : r.candidates)
+      std::printf("  %-40s %-15s %5d %6d %6d\n", c.config.text().c_str(), c.status.c_str(), c.resources.registers,
+                  c.resources.stack_bytes, c.resources.spill_store_bytes);
+    for (const auto& c : r.candidates)
+      if (c.status != "ok") std::printf("  first failure (%s):\n%s\n", c.config.text().c_str(), c.reason.c_str());
+  }
+  if (common.json) std::cout << out.dump(2) << "\n";
+  return failures ? kExitError : 0;
+}
+
+}  // namespace
+
+int devices(const Common& common) {
+  const int n = device_count();
+  json out = json::array();
+  if (n == 0) {
+    const std::string why = device_unavailable_reason();
+    if (common.json) std::cout << json{{"devices", out}, {"reason", why}}.dump(2) << "\n";
+    else std::printf("no CUDA device: %s\n", why.c_str());
+    return 0;
+  }
+  for (int i = 0; i < n; ++i) {
+    RuntimeOptions o = runtime_options(common);
+    o.device = i;
+    Runtime rt(o);
+    const DeviceInfo& d = rt.device();
+    if (common.json) {
+      out.push_back({{"ordinal", i}, {"name", d.name}, {"arch", d.arch()}, {"sm_count", d.sm_count},
+                     {"l2_bytes", d.l2_bytes}, {"memory_bytes", d.global_memory_bytes},
+                     {"max_shared_per_block_optin", d.max_shared_per_block_optin},
+                     {"driver_version", d.driver_version}, {"nvrtc_version", rt.impl().compiler.nvrtc_version()}});
+    } else {
+      std::printf("%d: %s  %s  %d SMs  L2 %lld MiB  memory %.1f GiB  smem/block %d KiB  driver %d.%d  NVRTC %s\n", i,
+                  d.name.c_str(), d.arch().c_str(), d.sm_count, static_cast<long long>(d.l2_bytes >> 20),
+                  static_cast<double>(d.global_memory_bytes) / (1 << 30), d.max_shared_per_block_optin / 1024,
+                  d.driver_version / 1000, d.driver_version % 1000 / 10, rt.impl().compiler.nvrtc_version().c_str());
+    }
+  }
+  if (common.json) std::cout << json{{"devices", out}}.dump(2) << "\n";
+  return 0;
+}
+
+int tune(const Common& common, const TuneArgs& args) {
+  std::vector<std::pair<const Family*, std::string>> jobs;
+  std::vector<std::string> names;
+  if (!args.suite.empty()) {
+    for (const Family* f : families()) {
+      if (!args.only_families.empty() &&
+          std::find(args.only_families.begin(), args.only_families.end(), f->name()) == args.only_families.end())
+        continue;
+      for (const auto& [name, signature] : f->default_suite()) {
+        jobs.emplace_back(f, signature);
+        names.push_back(name);
+      }
+    }
+    for (const std::string& fam : args.only_families) family(fam);  // unknown names are an error
+  } else {
+    const Family& f = family(args.family);
+    jobs.emplace_back(&f, make_problem(f, args.problem, args.signature)->signature());
+    names.push_back(jobs.back().second);
+  }
+  if (args.dry_run) return run_dry(common, args, jobs);
+  if (device_count() == 0) {
+    std::fprintf(stderr,
+                 "jitune tune: no GPU here (%s). Tuning needs a CUDA device; 'jitune tune ... --dry-run' compiles the "
+                 "whole space with NVRTC and reports registers and spills instead.\n",
+                 device_unavailable_reason().c_str());
+    return kExitNoDevice;
+  }
+  Runtime rt(runtime_options(common));
+  const auto t0 = std::chrono::steady_clock::now();
+  const double copy_gbs = args.suite.empty() ? 0.0 : tuner::copy_bandwidth_gbs(rt);
+  std::vector<SuiteRow> rows;
+  json out = json::array();
+  int failures = 0;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const auto& [f, signature] = jobs[j];
+    auto problem = f->parse_problem(signature);
+    tuner::TuneOptions opt;
+    opt.strategy = args.strategy == "random" ? tuner::Strategy::kRandom : tuner::Strategy::kExhaustive;
+    opt.budget = args.budget;
+    opt.seed = args.seed;
+    opt.min_time_ms = args.min_time_ms;
+    opt.compile_threads = args.threads;
+    opt.store = !args.no_store;
+    ProgressPrinter progress{names[j]};
+    opt.on_progress = std::ref(progress);
+    try {
+      tuner::TuneReport r = tuner::tune(rt, *f, *problem, opt);
+      rows.push_back({names[j], std::string(f->name()), signature, r.best.text(), r.heuristic.text(), r.best_us,
+                      r.default_us, r.bytes, r.wall_s});
+      if (common.json) {
+        json cands = json::array();
+        for (const auto& c : r.candidates) cands.push_back(candidate_json(c));
+        out.push_back({{"case", names[j]}, {"family", r.family}, {"signature", r.signature},
+                       {"device", rt.device().name}, {"best", r.best.text()}, {"best_us", r.best_us},
+                       {"best_spread", r.best_spread}, {"heuristic", r.heuristic.text()}, {"default_us", r.default_us},
+                       {"speedup_over_default", r.speedup()}, {"bytes", r.bytes}, {"legal", r.candidates.size()},
+                       {"pruned", r.pruned}, {"wall_s", r.wall_s}, {"compile_s", r.compile_s},
+                       {"reference_s", r.reference_s}, {"l2_mode", tuner::l2_mode_name(r.l2)}, {"stored", r.stored}, {"candidates", cands}});
+      } else if (args.suite.empty()) {
+        std::map<std::string, int> counts;
+        for (const auto& c : r.candidates) ++counts[c.status];
+        std::string summary;
+        for (auto& [s, n] : counts) summary += " " + s + "=" + std::to_string(n);
+        std::printf("%s %s on %s\n  best    %s  %.2f us (spread %.1f%%, %d reps)  %.1f GB/s\n"
+                    "  default %s  %.2f us  -> tuned is %.3fx the default\n"
+                    "  %zu candidates (%zu pruned):%s; %.2fs wall, %.2fs NVRTC (summed over threads), %.2fs CPU "
+                    "reference; timed %s%s\n",
+                    r.family.c_str(), r.signature.c_str(), rt.device().name.c_str(), r.best.text().c_str(), r.best_us,
+                    r.best_spread * 100, r.best_reps, r.bytes / (r.best_us * 1e3), r.heuristic.text().c_str(),
+                    r.default_us, r.speedup(), r.candidates.size(), r.pruned, summary.c_str(), r.wall_s, r.compile_s,
+                    r.reference_s, std::string(tuner::l2_mode_name(r.l2)).c_str(), r.stored ? "; stored" : "");
+      }
+    } catch (const Error& e) {
+      ++failures;
+      std::fprintf(stderr, "jitune tune %s: %s\n", names[j].c_str(), e.what());
+      if (dynamic_cast<const CudaError*>(&e)) break;  // a lost context ends the run; stored results stay
+    }
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (common.json) {
+    std::cout << json{{"device", rt.device().name}, {"copy_gbs", copy_gbs}, {"wall_s", wall}, {"results", out}}.dump(2)
+              << "\n";
+  } else if (!args.suite.empty()) {
+    std::printf("\nsuite %s on %s (device copy %.1f GB/s), %.1fs wall\n", args.suite.c_str(), rt.device().name.c_str(),
+                copy_gbs, wall);
+    std::printf("%-36s %-40s %10s %9s %8s %10s %8s\n", "case", "config", "time us", "GB/s", "% copy", "default us",
+                "speedup");
+    for (const SuiteRow& r : rows) {
+      const double gbs = r.bytes / (r.best_us * 1e3);
+      std::printf("%-36s %-40s %10.2f %9.1f %7.1f%% %10.2f %7.3fx\n", r.name.c_str(), r.config.c_str(), r.best_us, gbs,
+                  100 * gbs / copy_gbs, r.default_us, r.default_us / r.best_us);
+    }
+  }
+  return failures ? kExitError : 0;
+}
+
+int explain(const Common& common, const std::string& family_name, const std::map<std::string, std::string>& options,
+            const std::string& signature) {
+  const Family& f = family(family_name);
+  const std::string sig = make_problem(f, options, signature)->signature();
+  Runtime rt(runtime_options(common));
+  Explanation x = rt.explain(family_name, sig);
+  if (common.json) {
+    std::cout << json{{"family", x.family}, {"signature", x.signature}, {"config", x.config},
+                      {"level", match_level_name(x.level)}, {"source", x.source},
+                      {"matched_signature", x.matched_signature}, {"matched_device", x.matched_device},
+                      {"time_us", x.time_us}, {"default_time_us", x.default_time_us},
+                      {"heuristic_config", x.heuristic_config}, {"device", rt.device().name}, {"notes", x.notes}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::printf("%s %s on %s\n  config    %s\n  level     %s\n  source    %s\n", x.family.c_str(), x.signature.c_str(),
+              rt.device().name.c_str(), x.config.c_str(), std::string(match_level_name(x.level)).c_str(),
+              x.source.c_str());
+  if (x.level != MatchLevel::kHeuristic) {
+    std::printf("  matched   %s on %s\n", x.matched_signature.c_str(), x.matched_device.c_str());
+    std::printf("  time      %.2f us (heuristic default %s: %.2f us, %.3fx)\n", x.time_us, x.heuristic_config.c_str(),
+                x.default_time_us, x.time_us > 0 ? x.default_time_us / x.time_us : 0.0);
+  }
+  for (const auto& n : x.notes) std::printf("  note      %s\n", n.c_str());
+  return 0;
+}
+
+namespace {
+
+json record_json(const cache::Record& r) { return json::parse(cache::to_json_line(r)); }
+
+std::string validate_record(const cache::Record& r) {
+  const Family* f = find_family(r.key.family);
+  if (!f) return "unknown family '" + r.key.family + "'";
+  try {
+    auto problem = f->parse_problem(r.key.signature);
+    Config c = Config::parse(r.config);
+    std::string why = f->space().why_not_contained(c);
+    if (!why.empty()) return "config " + r.config + " is outside the " + r.key.family + " space: " + why;
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+void print_report(const cache::ImportReport& rep, const Common& common) {
+  if (common.json) {
+    json issues = json::array();
+    for (const auto& i : rep.issues) issues.push_back({{"line", i.line}, {"message", i.message}});
+    std::cout << json{{"added", rep.added}, {"replaced", rep.replaced}, {"kept", rep.kept}, {"rejected", rep.rejected},
+                      {"issues", issues}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  std::printf("%zu added, %zu replaced by faster records, %zu kept (existing as fast or faster), %zu rejected\n",
+              rep.added, rep.replaced, rep.kept, rep.rejected);
+  for (const auto& i : rep.issues)
+    std::printf("  %s%s\n", i.line ? ("line " + std::to_string(i.line) + ": ").c_str() : "", i.message.c_str());
+}
+
+}  // namespace
+
+int cache_list(const Common& common, const std::string& family_name) {
+  cache::Store store(cache_path(common), cache::OpenMode::kReadOnly);
+  json out = json::array();
+  if (!common.json)
+    std::printf("%-12s %-48s %-26s %-36s %10s %8s\n", "family", "signature", "device", "config", "time us", "speedup");
+  for (const auto& r : store.records()) {
+    if (!family_name.empty() && r.key.family != family_name) continue;
+    const bool stale = find_family(r.key.family) &&
+                       r.key.template_hash != template_hash(find_family(r.key.family)->template_name());
+    if (common.json) {
+      json j = record_json(r);
+      j["stale"] = stale;
+      out.push_back(j);
+    } else {
+      std::printf("%-12s %-48s %-26s %-36s %10.2f %7.3fx%s\n", r.key.family.c_str(), r.key.signature.c_str(),
+                  r.key.device_name.c_str(), r.config.c_str(), r.time_us,
+                  r.time_us > 0 ? r.default_time_us / r.time_us : 0.0, stale ? "  (stale template: ignored)" : "");
+    }
+  }
+  if (common.json) std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+int cache_show(const Common& common, const std::string& family_name, const std::map<std::string, std::string>& options,
+               const std::string& signature) {
+  const Family& f = family(family_name);
+  const std::string sig = make_problem(f, options, signature)->signature();
+  cache::Store store(cache_path(common), cache::OpenMode::kReadOnly);
+  json out = json::array();
+  for (const auto& r : store.records()) {
+    if (r.key.family != family_name || r.key.signature != sig) continue;
+    auto ms = store.measurements(r.key);
+    if (common.json) {
+      json j = record_json(r);
+      json mj = json::array();
+      for (const auto& m : ms)
+        mj.push_back({{"config", m.config}, {"status", m.status}, {"reason", m.reason}, {"time_us", m.time_us},
+                      {"spread", m.spread}, {"reps", m.reps}});
+      j["measurements"] = mj;
+      out.push_back(j);
+      continue;
+    }
+    std::printf("%s %s on %s (sm_%d, %d SMs, NVRTC %s, template %s)\n  winner %s %.2f us, default %s %.2f us, tuned "
+                "%s by jitune %s\n",
+                r.key.family.c_str(), r.key.signature.c_str(), r.key.device_name.c_str(), r.key.cc, r.key.sm_count,
+                r.key.nvrtc_version.c_str(), r.key.template_hash.c_str(), r.config.c_str(), r.time_us,
+                r.default_config.c_str(), r.default_time_us, r.created_at.c_str(), r.jitune_version.c_str());
+    for (const auto& m : ms)
+      std::printf("  %-40s %-18s %10s %s\n", m.config.c_str(), m.status.c_str(),
+                  m.time_us > 0 ? fmt("%.2f", m.time_us).c_str() : "-",
+                  m.reason.substr(0, m.reason.find('\n')).substr(0, 100).c_str());
+  }
+  if (common.json) std::cout << out.dump(2) << "\n";
+  else if (out.empty() && store.records().empty()) std::printf("no records in %s\n", store.path().c_str());
+  return 0;
+}
+
+int cache_export(const Common& common, const std::string& file) {
+  cache::Store store(cache_path(common), cache::OpenMode::kReadOnly);
+  store.export_jsonl(file);
+  if (!common.json) std::printf("exported %zu records from %s to %s\n", store.records().size(), store.path().c_str(), file.c_str());
+  return 0;
+}
+
+int cache_import(const Common& common, const std::string& file) {
+  cache::Store store(cache_path(common), cache::OpenMode::kReadWrite);
+  auto rep = store.import_jsonl(file, validate_record);
+  print_report(rep, common);
+  return rep.rejected ? kExitError : 0;
+}
+
+int cache_merge(const Common& common, const std::string& file) {
+  cache::Store other(file, cache::OpenMode::kReadOnly);
+  cache::Store store(cache_path(common), cache::OpenMode::kReadWrite);
+  auto rep = store.merge_from(other, validate_record);
+  print_report(rep, common);
+  return rep.rejected ? kExitError : 0;
+}
+
+}  // namespace jitune::cli

@@ -1,0 +1,49 @@
+// The jitune CLI's commands. Each returns the process exit code; only main() decides to exit.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace jitune::cli {
+
+/// Exit codes: 0 success, 1 error, 2 bad usage, 3 no GPU for a command that needs one.
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNoDevice = 3;
+
+struct Common {
+  bool json = false;            ///< Machine-readable output on stdout.
+  std::string cache;            ///< User cache file ("" = default).
+  bool no_shipped = false;      ///< Ignore the shipped caches.
+  int device = 0;
+};
+
+struct TuneArgs {
+  std::string family;                          ///< Empty with a suite.
+  std::map<std::string, std::string> problem;  ///< Family problem options given on the command line.
+  std::string signature;                       ///< Alternative to `problem`.
+  std::string suite;                           ///< "default".
+  std::vector<std::string> only_families;      ///< With a suite: restrict to these families.
+  std::string strategy = "exhaustive";
+  std::size_t budget = 0;
+  std::uint64_t seed = 0;
+  double min_time_ms = 2.0;
+  unsigned threads = 0;
+  bool dry_run = false;
+  std::string arch = "sm_90";                  ///< Dry run target.
+  bool no_store = false;
+};
+
+int devices(const Common& common);
+int tune(const Common& common, const TuneArgs& args);
+int explain(const Common& common, const std::string& family, const std::map<std::string, std::string>& problem,
+            const std::string& signature);
+int cache_list(const Common& common, const std::string& family);
+int cache_show(const Common& common, const std::string& family, const std::map<std::string, std::string>& problem,
+               const std::string& signature);
+int cache_export(const Common& common, const std::string& file);
+int cache_import(const Common& common, const std::string& file);
+int cache_merge(const Common& common, const std::string& file);
+
+}  // namespace jitune::cli

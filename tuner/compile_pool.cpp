@@ -1,0 +1,149 @@
+// Batches are sized so every thread gets about two programs: enough to balance, few enough to share front-end work.
+#include "tuner/compile_pool.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace jitune::tuner {
+
+CompilePool::CompilePool(const Compiler& compiler, const Family& family, const Problem& problem,
+                         const std::vector<Config>& configs, std::string arch, unsigned threads,
+                         bool resource_report)
+    : compiler_(compiler), arch_(std::move(arch)), resource_report_(resource_report) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  // Group by program text, then by name expression within a program.
+  struct Group {
+    std::vector<std::string> names;
+    std::vector<std::vector<std::size_t>> members;
+    std::map<std::string, std::size_t> index;
+  };
+  std::map<std::string, Group> groups;
+  std::vector<std::string> order;
+  std::size_t units = 0;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    KernelSource src = family.source(problem, configs[i]);
+    auto [git, new_program] = groups.try_emplace(src.program);
+    if (new_program) order.push_back(src.program);
+    Group& g = git->second;
+    auto [nit, new_name] = g.index.try_emplace(src.name_expression, g.names.size());
+    if (new_name) {
+      g.names.push_back(src.name_expression);
+      g.members.emplace_back();
+      ++units;
+    }
+    g.members[nit->second].push_back(i);
+  }
+  auto make_batch = [&](const std::string& program, const Group& g, std::size_t b, std::size_t e) {
+    CompiledBatch part;
+    part.program = program;
+    for (std::size_t u = b; u < e; ++u)
+      for (std::size_t i : g.members[u]) {
+        part.candidates.push_back(i);
+        part.name_expressions.push_back(g.names[u]);
+        part.unit.push_back(u - b);
+      }
+    return part;
+  };
+  std::deque<CompiledBatch> batches;
+  const std::size_t per_batch = std::clamp<std::size_t>((units + 2 * threads - 1) / (2 * threads), 1, 24);
+  bool probed = false;
+  for (const std::string& program : order) {
+    const Group& g = groups[program];
+    std::size_t b = 0;
+    if (!probed) {
+      // The first unit holds configs[0]: compile it alone, now, as the probe.
+      CompiledBatch probe = make_batch(program, g, 0, 1);
+      compile_batch(std::move(probe));
+      const CompiledBatch& done = done_.back();
+      if (!done.output->ok)
+        throw CompileError("NVRTC cannot compile " + std::string(family.name()) + " " + problem.signature() +
+                               " even with its default config " + configs[0].text() + ":\n" + done.output->log,
+                           std::string(family.name()), configs[0].text(), done.output->options, done.output->log);
+      probed = true;
+      b = 1;
+    }
+    for (; b < g.names.size(); b += per_batch) batches.push_back(make_batch(program, g, b, std::min(g.names.size(), b + per_batch)));
+  }
+  todo_ = std::move(batches);
+  outstanding_ = todo_.size() + done_.size();
+  threads = std::min<unsigned>(threads, std::max<std::size_t>(1, todo_.size()));
+  for (unsigned t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
+}
+
+CompilePool::~CompilePool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+    todo_.clear();
+  }
+  ready_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void CompilePool::work() {
+  while (true) {
+    CompiledBatch batch;
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_ || todo_.empty()) return;
+      batch = std::move(todo_.front());
+      todo_.pop_front();
+    }
+    compile_batch(std::move(batch));
+  }
+}
+
+void CompilePool::compile_batch(CompiledBatch batch) {
+  std::vector<std::string> names;
+  for (std::size_t k = 0; k < batch.candidates.size(); ++k)
+    if (batch.unit[k] == names.size()) names.push_back(batch.name_expressions[k]);
+  CompiledProgram out;
+  try {
+    out = compiler_.compile(batch.program, names, arch_, resource_report_);
+  } catch (const std::exception& e) {
+    out.ok = false;
+    out.log = e.what();
+  }
+  if (!out.ok && names.size() > 1) {
+    // One bad instantiation fails the whole program: retry name by name so each config gets its own verdict.
+    std::vector<CompiledBatch> singles(names.size());
+    for (std::size_t k = 0; k < batch.candidates.size(); ++k) {
+      CompiledBatch& s = singles[batch.unit[k]];
+      s.program = batch.program;
+      s.candidates.push_back(batch.candidates[k]);
+      s.name_expressions.push_back(batch.name_expressions[k]);
+      s.unit.push_back(0);
+    }
+    {
+      std::lock_guard lock(mutex_);
+      seconds_ += out.seconds;
+      outstanding_ += singles.size() - 1;
+    }
+    for (auto& s : singles) compile_batch(std::move(s));
+    return;
+  }
+  batch.output = std::make_shared<const CompiledProgram>(std::move(out));
+  {
+    std::lock_guard lock(mutex_);
+    seconds_ += batch.output->seconds;
+    done_.push_back(std::move(batch));
+  }
+  ready_.notify_all();
+}
+
+std::optional<CompiledBatch> CompilePool::next() {
+  std::unique_lock lock(mutex_);
+  ready_.wait(lock, [&] { return !done_.empty() || outstanding_ == 0; });
+  if (done_.empty()) return std::nullopt;
+  CompiledBatch b = std::move(done_.front());
+  done_.pop_front();
+  --outstanding_;
+  return b;
+}
+
+double CompilePool::compile_seconds() const {
+  std::lock_guard lock(mutex_);
+  return seconds_;
+}
+
+}  // namespace jitune::tuner

@@ -1,0 +1,202 @@
+// Device workload, device-side verification and launch timing.
+#include "tuner/measure.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "templates/host_float.hpp"
+
+namespace jitune::tuner {
+
+DeviceWorkload::DeviceWorkload(const Family& family, const Problem& problem, const Workload& host,
+                               const std::vector<std::vector<std::byte>>& reference) {
+  for (const auto& in : host.inputs) {
+    input_buffers_.emplace_back(std::max<std::size_t>(in.size(), 1));
+    if (!in.empty()) JITUNE_CU_CHECK(cuMemcpyHtoD(input_buffers_.back().get(), in.data(), in.size()));
+    inputs_.push_back(input_buffers_.back().data());
+  }
+  for (std::size_t i = 0; i < host.output_bytes.size(); ++i) {
+    output_buffers_.emplace_back(std::max<std::size_t>(host.output_bytes[i], 1));
+    outputs_.push_back(output_buffers_.back().data());
+    checks_.push_back(family.output_check(problem, i));
+    const bool has_initial = i < host.initial_outputs.size() && !host.initial_outputs[i].empty();
+    initial_.emplace_back(has_initial ? host.initial_outputs[i].size() : 0);
+    if (has_initial)
+      JITUNE_CU_CHECK(cuMemcpyHtoD(initial_.back().get(), host.initial_outputs[i].data(), host.initial_outputs[i].size()));
+    expected_.emplace_back(std::max<std::size_t>(reference.at(i).size(), 1));
+    if (!reference[i].empty())
+      JITUNE_CU_CHECK(cuMemcpyHtoD(expected_.back().get(), reference[i].data(), reference[i].size()));
+  }
+}
+
+void DeviceWorkload::reset_outputs(CUstream stream) const {
+  for (std::size_t i = 0; i < output_buffers_.size(); ++i) {
+    if (initial_[i].bytes() > 0)
+      JITUNE_CU_CHECK(cuMemcpyDtoDAsync(output_buffers_[i].get(), initial_[i].get(), initial_[i].bytes(), stream));
+    else
+      JITUNE_CU_CHECK(cuMemsetD8Async(output_buffers_[i].get(), 0xFF, output_buffers_[i].bytes(), stream));
+  }
+}
+
+CUfunction TunerKernels::load(const std::string& name) {
+  for (auto& [n, f] : functions_)
+    if (n == name) return f;
+  const std::string program = "#include \"common/tuner_kernels.cuh\"\n";
+  const std::string key = impl_.compiler.binary_key(program, name, impl_.device.arch());
+  auto bin = impl_.binaries.get(key);
+  if (!bin) {
+    CompiledProgram out = impl_.compiler.compile(program, {name}, impl_.device.arch(), false);
+    if (!out.ok) throw Error("jitune internal error: the tuner's kernel " + name + " does not compile:\n" + out.log);
+    bin = CachedBinary{std::move(out.cubin), out.lowered.at(0)};
+    impl_.binaries.put(key, *bin);
+  }
+  modules_.push_back(std::make_unique<driver::Module>(bin->cubin.data()));
+  CUfunction f = modules_.back()->function(bin->lowered_name);
+  functions_.emplace_back(name, f);
+  return f;
+}
+
+CUfunction TunerKernels::compare(DType dtype) {
+  return load("jitune::compare_outputs<" + std::string(dtype_cuda_type(dtype)) + ">");
+}
+
+CUfunction TunerKernels::spin() { return load("jitune::spin_ns"); }
+
+std::string DeviceComparer::compare(const DeviceWorkload& w, CUstream stream) {
+  for (std::size_t i = 0; i < w.checks().size(); ++i) {
+    const OutputCheck& check = w.checks()[i];
+    const std::size_t es = dtype_size(check.dtype);
+    unsigned long long n = w.output_buffers()[i].bytes() / es;
+    if (w.expected()[i].bytes() < n * es) n = w.expected()[i].bytes() / es;
+    const unsigned long long init[2] = {0, ~0ull};
+    JITUNE_CU_CHECK(cuMemcpyHtoD(result_.get(), init, sizeof init));
+    CUdeviceptr got = w.output_buffers()[i].get(), expected = w.expected()[i].get(), result = result_.get();
+    double rtol = check.rtol, atol = check.atol;
+    void* args[] = {&got, &expected, &n, &rtol, &atol, &result};
+    const unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>(4096, (n + 255) / 256 + 1));
+    JITUNE_CU_CHECK(cuLaunchKernel(kernels_.compare(check.dtype), blocks, 1, 1, 256, 1, 1, 0, stream, args, nullptr));
+    JITUNE_CU_CHECK(cuStreamSynchronize(stream));
+    unsigned long long res[2];
+    JITUNE_CU_CHECK(cuMemcpyDtoH(res, result_.get(), sizeof res));
+    if (res[0] == 0) continue;
+    std::vector<std::byte> g(es), e(es);
+    JITUNE_CU_CHECK(cuMemcpyDtoH(g.data(), got + res[1] * es, es));
+    JITUNE_CU_CHECK(cuMemcpyDtoH(e.data(), expected + res[1] * es, es));
+    CompareResult r;
+    r.mismatches = res[0];
+    r.first_index = res[1];
+    r.got = load_element(check.dtype, g.data(), 0);
+    r.expected = load_element(check.dtype, e.data(), 0);
+    return (w.checks().size() > 1 ? "output " + std::to_string(i) + ": " : std::string()) + r.describe(n, check);
+  }
+  return {};
+}
+
+std::string_view l2_mode_name(L2Mode mode) noexcept {
+  switch (mode) {
+    case L2Mode::kAuto: return "auto";
+    case L2Mode::kFlush: return "flush";
+    case L2Mode::kWarm: return "warm";
+  }
+  return "?";
+}
+
+LaunchTimer::LaunchTimer(TunerKernels& kernels, const DeviceInfo& device, double problem_bytes, int max_samples,
+                         L2Mode mode, CUstream stream)
+    : kernels_(kernels), stream_(stream), mode_(mode) {
+  const bool large = problem_bytes >= 4.0 * static_cast<double>(device.l2_bytes);
+  if (mode_ == L2Mode::kAuto) mode_ = large ? L2Mode::kFlush : L2Mode::kWarm;
+  // A problem that moves several times the L2 evicts it by itself: no flush needed.
+  if (mode_ == L2Mode::kFlush && !large) flush_ = driver::DeviceBuffer(static_cast<std::size_t>(2 * device.l2_bytes));
+  if (mode_ == L2Mode::kWarm) kernels_.spin();
+  for (int i = 0; i < max_samples; ++i) {
+    start_.push_back(std::make_unique<driver::Event>());
+    stop_.push_back(std::make_unique<driver::Event>());
+  }
+}
+
+void LaunchTimer::launch(CUfunction f, const LaunchShape& s, KernelArgs& args) {
+  driver::check(driver::api().cuLaunchKernel(f, s.grid.x, s.grid.y, s.grid.z, s.block.x, s.block.y, s.block.z,
+                                             s.shared_bytes, stream_, args.pointers(), nullptr),
+                "cuLaunchKernel");
+}
+
+int LaunchTimer::launches_per_sample(double estimate_us) const noexcept {
+  if (mode_ != L2Mode::kWarm) return 1;
+  return std::clamp(static_cast<int>(std::ceil(50.0 / std::max(estimate_us, 0.5))), 2, 64);
+}
+
+double LaunchTimer::probe(CUfunction f, const LaunchShape& shape, KernelArgs& args) {
+  JITUNE_CU_CHECK(cuEventRecord(start_[0]->get(), stream_));
+  launch(f, shape, args);
+  JITUNE_CU_CHECK(cuEventRecord(stop_[0]->get(), stream_));
+  JITUNE_CU_CHECK(cuEventSynchronize(stop_[0]->get()));
+  float ms = 0;
+  JITUNE_CU_CHECK(cuEventElapsedTime(&ms, start_[0]->get(), stop_[0]->get()));
+  return ms * 1000.0;
+}
+
+std::vector<double> LaunchTimer::time(CUfunction f, const LaunchShape& s, KernelArgs& args, int samples) {
+  samples = std::min<int>(samples, static_cast<int>(start_.size()));
+  const int per = launches_per_sample(mode_ == L2Mode::kWarm ? probe(f, s, args) : 0.0);
+  CUfunction spin = mode_ == L2Mode::kWarm ? kernels_.spin() : nullptr;
+  for (int r = 0; r < samples; ++r) {
+    if (flush_.bytes() > 0)
+      JITUNE_CU_CHECK(cuMemcpyDtoDAsync(flush_.get(), flush_.get() + flush_.bytes() / 2, flush_.bytes() / 2, stream_));
+    if (spin) {
+      // Long enough for the host to queue all `per` launches (about 3 us each) before the first one starts.
+      unsigned long long ns = 20000ull + 4000ull * static_cast<unsigned long long>(per);
+      void* spin_args[] = {&ns};
+      JITUNE_CU_CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, stream_, spin_args, nullptr));
+    }
+    JITUNE_CU_CHECK(cuEventRecord(start_[r]->get(), stream_));
+    for (int k = 0; k < per; ++k) launch(f, s, args);
+    JITUNE_CU_CHECK(cuEventRecord(stop_[r]->get(), stream_));
+  }
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream_));
+  std::vector<double> us(samples);
+  for (int r = 0; r < samples; ++r) {
+    float ms = 0;
+    JITUNE_CU_CHECK(cuEventElapsedTime(&ms, start_[r]->get(), stop_[r]->get()));
+    us[r] = ms * 1000.0 / per;
+  }
+  return us;
+}
+
+std::pair<double, double> median_spread(std::vector<double> s) {
+  if (s.empty()) return {0, 0};
+  std::sort(s.begin(), s.end());
+  auto at = [&](double q) { return s[static_cast<std::size_t>(std::lround(q * static_cast<double>(s.size() - 1)))]; };
+  const double med = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+  return {med, med > 0 ? (at(0.9) - at(0.1)) / med : 0};
+}
+
+}  // namespace jitune::tuner
+
+#include "tuner/tuner.hpp"
+
+namespace jitune::tuner {
+
+double copy_bandwidth_gbs(Runtime& runtime, std::size_t bytes, int reps) {
+  Runtime::Impl& impl = runtime.impl();
+  driver::make_current(impl.context);
+  driver::DeviceBuffer a(bytes), b(bytes);
+  driver::StreamHandle stream;
+  JITUNE_CU_CHECK(cuMemsetD8Async(a.get(), 0x3c, bytes, stream.get()));
+  driver::Event start, stop;
+  std::vector<double> us;
+  for (int r = -3; r < reps; ++r) {
+    JITUNE_CU_CHECK(cuEventRecord(start.get(), stream.get()));
+    JITUNE_CU_CHECK(cuMemcpyDtoDAsync(b.get(), a.get(), bytes, stream.get()));
+    JITUNE_CU_CHECK(cuEventRecord(stop.get(), stream.get()));
+    JITUNE_CU_CHECK(cuEventSynchronize(stop.get()));
+    float ms = 0;
+    JITUNE_CU_CHECK(cuEventElapsedTime(&ms, start.get(), stop.get()));
+    if (r >= 0) us.push_back(ms * 1000.0);
+  }
+  const double med = median_spread(us).first;
+  return 2.0 * static_cast<double>(bytes) / (med * 1e3);
+}
+
+}  // namespace jitune::tuner

@@ -1,0 +1,97 @@
+// The tuning session: family + problem + strategy -> verified, measured candidates written to the store as they
+// come, the top few re-timed side by side, the winner stored with the heuristic default's time.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <jitune/runtime.hpp>
+
+#include "runtime/compiler.hpp"
+#include "tuner/measure.hpp"
+#include "templates/family.hpp"
+
+namespace jitune::tuner {
+
+enum class Strategy { kExhaustive, kRandom };
+
+/// Progress of a session, reported after each candidate.
+struct Progress {
+  std::size_t done = 0;       ///< Candidates finished (any status).
+  std::size_t total = 0;      ///< Candidates to try.
+  double best_us = 0;         ///< Best median so far (0 before the first).
+  double elapsed_s = 0;
+  double eta_s = 0;           ///< Estimated seconds left.
+};
+
+/// Measurement protocol settings (defaults follow DESIGN.md).
+struct TuneOptions {
+  Strategy strategy = Strategy::kExhaustive;
+  std::size_t budget = 0;          ///< kRandom: candidates to try (heuristic default always included).
+  std::uint64_t seed = 0;          ///< Inputs and sampling; 0 draws a fresh seed.
+  double min_time_ms = 2.0;        ///< Minimum summed kernel time per candidate.
+  int min_reps = 5;
+  int max_reps = 200;
+  double cut_ratio = 1.5;          ///< After 3 reps, a candidate this much slower than the best is cut.
+  int retime_top = 3;              ///< Fastest candidates re-timed side by side (with the default) at the end.
+  int retime_reps = 15;            ///< Rounds of the side-by-side re-timing.
+  unsigned compile_threads = 0;    ///< 0: all cores.
+  bool reject_spills = true;       ///< Candidates whose kernel spills registers are rejected.
+  L2Mode l2 = L2Mode::kAuto;       ///< How repetitions see the L2 (see L2Mode).
+  bool store = true;               ///< Write measurements and the winner to the user cache.
+  std::function<void(const Progress&)> on_progress;
+};
+
+/// One candidate's verdict.
+struct CandidateResult {
+  Config config;
+  std::string status;   ///< ok, cut, compile_failed, wrong_result, launch_failed, resources_exceeded, invalid
+  std::string reason;
+  double time_us = 0;   ///< Median of its repetitions.
+  double spread = 0;    ///< (p90 - p10) / median.
+  int reps = 0;
+  KernelResources resources;
+};
+
+/// What a session found.
+struct TuneReport {
+  std::string family, signature;
+  Config best, heuristic;
+  double best_us = 0, default_us = 0;   ///< From the side-by-side re-timing.
+  double best_spread = 0;
+  int best_reps = 0;
+  double bytes = 0;                     ///< Problem::bytes_moved().
+  std::vector<CandidateResult> candidates;
+  std::size_t space_size = 0, pruned = 0;
+  double wall_s = 0, compile_s = 0, reference_s = 0;
+  L2Mode l2 = L2Mode::kAuto;            ///< The mode the timings were taken in (never kAuto after tuning).
+  bool stored = false;
+  /// Default time / best time (>= 1 when tuning helped).
+  double speedup() const { return best_us > 0 ? default_us / best_us : 0; }
+};
+
+/// Tunes `problem` on `runtime`'s device. Throws when nothing verifies (every candidate failed) or the device
+/// context broke; ordinary candidate failures are values in the report.
+TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, const TuneOptions& options);
+
+/// Compile-only report of the whole legal space (no GPU needed).
+struct DryRunReport {
+  std::vector<CandidateResult> candidates;  ///< status ok / compile_failed, resources from ptxas.
+  std::size_t space_size = 0, pruned = 0;
+  double wall_s = 0, compile_s = 0;
+};
+DryRunReport dry_run(const Compiler& compiler, const Family& family, const Problem& problem,
+                     const DeviceInfo& device, unsigned threads);
+
+/// The legal candidates: the space filtered by Family::validate, heuristic default first; `pruned` counts the rest.
+std::vector<Config> legal_candidates(const Family& family, const Problem& problem, const DeviceInfo& device,
+                                     std::size_t& pruned);
+
+}  // namespace jitune::tuner
+
+namespace jitune::tuner {
+/// Device-to-device copy bandwidth (GB/s, bytes read + bytes written) of `bytes` on `runtime`'s device:
+/// CUDA events, warm-up, median of `reps` copies. The physical limit bandwidth figures are reported against.
+double copy_bandwidth_gbs(Runtime& runtime, std::size_t bytes = std::size_t{1} << 30, int reps = 20);
+}  // namespace jitune::tuner
