@@ -145,6 +145,9 @@ Record from_json_line(const std::string& line);
 /// Checks the numbers and key fields of a record (finite positive time, reps >= 1, cc 10..200, ...): what is
 /// wrong, empty if nothing.
 std::string check_record_shape(const Record& record);
+/// The validator import and merge use: known family, canonical signature its family parses, config inside the
+/// family's space. Returns what is wrong, empty if nothing.
+std::string validate_with_registry(const Record& record);
 /// Current UTC time in ISO 8601, e.g. "2026-11-21T19:40:00Z".
 std::string utc_now();
 

@@ -26,6 +26,7 @@ struct ElementwiseEntry {
   const Decision* decision = nullptr;
   int tuned_pack = 1;
   std::atomic<const Kernel*> kernels[5] = {};  // index log2(pack)
+  std::atomic<std::uint64_t> checked_pointers{0};  // hash of the last pointer set that passed the range check
 };
 
 struct ElementwiseKeyView {

@@ -64,6 +64,18 @@ void elementwise(Runtime& runtime, std::string_view expression, std::span<const 
                                                                        "-byte element type") +
                             "; pass a device pointer to " + std::string(dtype_name(dtype)) + " elements");
   }
+  // Device-memory and range checks through the driver, only when this call site's pointers change: a loop over the
+  // same buffers keeps the warm path a lookup plus cuLaunchKernel.
+  std::uint64_t pointer_hash = 0xcbf29ce484222325ull;
+  for (std::size_t i = 0; i <= arity; ++i)
+    pointer_hash = (pointer_hash ^ reinterpret_cast<std::uintptr_t>(pointers[i])) * 0x100000001b3ull;
+  if (e.checked_pointers.load(std::memory_order_relaxed) != pointer_hash) {
+    const std::size_t bytes = static_cast<std::size_t>(n) * es;
+    for (std::size_t i = 0; i <= arity; ++i)
+      impl.check_device_range(pointers[i], bytes,
+                              "elementwise " + (i == 0 ? std::string("output") : "input " + std::to_string(i - 1)));
+    e.checked_pointers.store(pointer_hash, std::memory_order_relaxed);
+  }
   const ew::Alignment al = ew::align_pointers(std::span<const void* const>(pointers, arity + 1), es, e.tuned_pack, n);
   const int slot = std::countr_zero(static_cast<unsigned>(al.pack));
   const Kernel* k = e.kernels[slot].load(std::memory_order_acquire);

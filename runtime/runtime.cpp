@@ -3,6 +3,7 @@
 #include "runtime/runtime_impl.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -106,6 +107,30 @@ std::vector<std::filesystem::path> builtin_shipped_caches() {
   return out;
 }
 
+std::unique_ptr<cache::Store> open_user_store(const std::filesystem::path& path, std::vector<std::string>& notes) {
+  try {
+    return std::make_unique<cache::Store>(path, cache::OpenMode::kReadWrite);
+  } catch (const StoreError& e) {
+    notes.push_back(e.what());
+  }
+  // A cache that cannot be written is still worth reading; one that cannot be read is left alone.
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    notes.push_back("running without a user cache: tuned results will not be kept (set JITUNE_CACHE_DIR to a "
+                    "writable folder)");
+    return nullptr;
+  }
+  try {
+    auto store = std::make_unique<cache::Store>(path, cache::OpenMode::kReadOnly);
+    notes.push_back("using the user cache " + path.string() + " read-only: lookups work, new results are not stored");
+    return store;
+  } catch (const StoreError&) {
+    notes.push_back("running without the user cache " + path.string() +
+                    " (left untouched); lookups use the shipped caches and heuristics");
+    return nullptr;
+  }
+}
+
 Runtime::Impl::Impl(Runtime& owner, RuntimeOptions opts)
     : self(owner),
       options(std::move(opts)),
@@ -130,18 +155,7 @@ Runtime::Impl::Impl(Runtime& owner, RuntimeOptions opts)
 
   if (options.user_cache.empty()) options.user_cache = default_cache_dir() / "tuning.sqlite";
   if (options.binary_cache_dir.empty() && options.disk_binary_cache) options.binary_cache_dir = binaries.folder();
-  try {
-    user_store = std::make_unique<cache::Store>(options.user_cache, cache::OpenMode::kReadWrite);
-  } catch (const StoreError& e) {
-    // A cache that cannot be written is still worth reading; one that cannot be read is left alone.
-    store_notes.push_back(e.what());
-    try {
-      user_store = std::make_unique<cache::Store>(options.user_cache, cache::OpenMode::kReadOnly);
-      store_notes.push_back("using " + options.user_cache.string() + " read-only");
-    } catch (const StoreError&) {
-      store_notes.push_back("running without the user cache " + options.user_cache.string());
-    }
-  }
+  if (options.use_user_cache) user_store = open_user_store(options.user_cache, store_notes);
   std::vector<std::filesystem::path> shipped = options.shipped_caches;
   if (options.use_builtin_shipped_caches)
     for (auto& p : builtin_shipped_caches()) shipped.push_back(p);
@@ -152,6 +166,8 @@ Runtime::Impl::Impl(Runtime& owner, RuntimeOptions opts)
       store_notes.push_back(std::string("shipped cache skipped: ") + e.what());
     }
   }
+  if (!options.quiet)
+    for (const std::string& note : store_notes) std::fprintf(stderr, "jitune warning: %s\n", note.c_str());
   op_caches = std::make_unique<OpCaches>();
 }
 
@@ -341,6 +357,32 @@ void Runtime::Impl::launch(const Kernel& k, KernelArgs& args, CUstream stream) {
     throw CudaError("cuLaunchKernel (config " + k.config.text() + ") failed: " + driver::error_text(r), r);
 }
 
+void Runtime::Impl::check_device_range(const void* ptr, std::size_t bytes, const std::string& what) const {
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                 CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  unsigned int memory_type = 0;
+  int ordinal = -1;
+  CUdeviceptr start = 0;
+  std::size_t size = 0;
+  unsigned int managed = 0;
+  void* data[] = {&memory_type, &ordinal, &start, &size, &managed};
+  const CUresult r = driver::api().cuPointerGetAttributes(5, attrs, data, reinterpret_cast<CUdeviceptr>(ptr));
+  char where[32];
+  std::snprintf(where, sizeof where, "%p", ptr);
+  if (r != CUDA_SUCCESS || (memory_type != CU_MEMORYTYPE_DEVICE && !managed))
+    throw InvalidArgument(what + " (" + where + ") is not device memory known to CUDA (a host pointer?); pass memory "
+                          "from cudaMalloc / cuMemAlloc / a framework's CUDA tensor");
+  if (!managed && ordinal != device.ordinal)
+    throw InvalidArgument(what + " (" + where + ") lives on CUDA device " + std::to_string(ordinal) +
+                          " but this runtime launches on device " + std::to_string(device.ordinal) +
+                          "; create the Runtime for that device (RuntimeOptions::device) or copy the data");
+  const auto begin = reinterpret_cast<CUdeviceptr>(ptr);
+  if (start != 0 && size != 0 && (begin < start || begin - start + bytes > size))
+    throw InvalidArgument(what + " (" + where + ") needs " + std::to_string(bytes) + " bytes but its allocation " +
+                          "ends " + std::to_string(start + size - begin) + " bytes after it; check the element count");
+}
+
 void Runtime::Impl::forget_decisions() {
   op_caches->clear();
   std::unique_lock lock(mutex_);
@@ -375,6 +417,7 @@ Runtime::~Runtime() = default;
 
 const DeviceInfo& Runtime::device() const noexcept { return impl_->device; }
 const RuntimeOptions& Runtime::options() const noexcept { return impl_->options; }
+const std::vector<std::string>& Runtime::warnings() const noexcept { return impl_->store_notes; }
 
 Explanation Runtime::explain(std::string_view family_name, std::string_view signature) {
   const Family& f = family(family_name);

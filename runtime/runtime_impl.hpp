@@ -43,6 +43,11 @@ Decision lookup_decision(const Family& family, const Problem& problem, const Dev
 cache::RecordKey record_key(const Family& family, const Problem& problem, const DeviceInfo& device,
                             const std::string& nvrtc_version);
 
+/// Opens the user cache read-write; when that fails, read-only if the file is readable; else nullptr. Every step
+/// that did not work adds a note saying what and what to do. Never creates, deletes or rewrites a file it cannot
+/// understand.
+std::unique_ptr<cache::Store> open_user_store(const std::filesystem::path& path, std::vector<std::string>& notes);
+
 /// Reads device facts through the driver.
 DeviceInfo query_device(CUdevice device);
 
@@ -71,6 +76,9 @@ struct Runtime::Impl {
   CachedBinary binary(const Family& family, const Problem& problem, const Config& config);
   /// Launches on `stream` with the primary context current.
   void launch(const Kernel& kernel, KernelArgs& args, CUstream stream);
+  /// Throws InvalidArgument unless [ptr, ptr + bytes) lies inside one allocation of device memory (or managed
+  /// memory) usable on this runtime's device; `what` names the argument ("input 1") in the message.
+  void check_device_range(const void* ptr, std::size_t bytes, const std::string& what) const;
   /// Forgets decisions (the loaded kernels stay).
   void forget_decisions();
   /// The store key fields of this device for `family` and `problem`.

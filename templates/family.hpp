@@ -175,6 +175,9 @@ std::string join_signature(const std::map<std::string, std::string>& items);
 
 /// All registered families, in registration order.
 const std::vector<const Family*>& families();
+/// Adds a family outside the library's list (tests' fault-injection families, plugins). Call before any tuning or
+/// lookup starts (e.g. from a static initializer); not thread-safe with concurrent lookups.
+void register_family(const Family& family);
 /// The family called `name`; throws InvalidArgument listing the registered names.
 const Family& family(std::string_view name);
 /// The family called `name`, or nullptr.

@@ -1,14 +1,26 @@
 // The family registry: adding a family is one line here plus its folder under templates/.
 #include "templates/elementwise/elementwise.hpp"
 #include "templates/family.hpp"
+#include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
 
 namespace jitune {
 
-const std::vector<const Family*>& families() {
-  static const std::vector<const Family*> all = {
+namespace {
+
+std::vector<const Family*>& registered() {
+  static std::vector<const Family*> all = {
       &elementwise_family(),
+      &upsample_nearest2d_family(),
   };
   return all;
+}
+
+}  // namespace
+
+const std::vector<const Family*>& families() { return registered(); }
+
+void register_family(const Family& f) {
+  if (!find_family(f.name())) registered().push_back(&f);
 }
 
 const Family* find_family(std::string_view name) noexcept {

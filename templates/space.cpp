@@ -39,8 +39,9 @@ std::string Space::why_not_contained(const Config& config) const {
       return p.name + "=" + std::to_string(*v) + " is not a candidate (allowed: " + list + ")";
     }
   }
-  for (const auto& [name, value] : config.values()) {
-    bool known = std::any_of(params_.begin(), params_.end(), [&](const Param& p) { return p.name == name; });
+  for (const auto& entry : config.values()) {
+    const std::string& name = entry.first;
+    const bool known = std::any_of(params_.begin(), params_.end(), [&](const Param& p) { return p.name == name; });
     if (!known) return "unknown parameter '" + name + "'";
   }
   return {};

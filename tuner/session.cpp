@@ -1,5 +1,7 @@
 // The tuning session. Compiles run on a thread pool while this thread verifies and times each compiled batch on the
 // GPU, one candidate at a time, writing every verdict to the store as soon as it exists.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,6 +12,7 @@
 #include "templates/sources.hpp"
 #include "tuner/compile_pool.hpp"
 #include "tuner/measure.hpp"
+#include "tuner/runner.hpp"
 #include "tuner/tuner.hpp"
 
 #ifndef JITUNE_VERSION
@@ -26,15 +29,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 std::string clip(const std::string& text, std::size_t limit = 4000) {
   return text.size() <= limit ? text : text.substr(0, limit) + "\n[... log truncated]";
 }
-
-// A candidate that compiled and loaded, kept for the side-by-side re-timing.
-struct Loaded {
-  std::size_t index = 0;
-  CUfunction function = nullptr;
-  LaunchShape shape;
-  std::shared_ptr<const CompiledProgram> program;
-  std::string program_text, name_expression, lowered;
-};
 
 }  // namespace
 
@@ -74,38 +68,50 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
     std::shuffle(configs.begin() + (has_default ? 1 : 0), configs.end(), rng);
     configs.resize(std::max<std::size_t>(opt.budget, 1));
   }
-  const bool reports_resources = opt.reject_spills;
-  CompilePool pool(impl.compiler, family, problem, configs, device.arch(), opt.compile_threads, reports_resources);
+  CompilePool pool(impl.compiler, family, problem, configs, device.arch(), opt.compile_threads, opt.reject_spills);
 
-  // The CPU reference runs while NVRTC works.
+  RunnerSettings settings{seed, opt.l2, opt.min_time_ms, opt.min_reps, opt.max_reps, opt.retime_reps, opt.cut_ratio,
+                          opt.candidate_timeout_s};
+  std::string worker;
+  if (opt.isolation != TuneOptions::Isolation::kInProcess) {
+    worker = opt.worker.empty() ? find_worker() : opt.worker;
+    if (!opt.worker.empty() && ::access(opt.worker.c_str(), X_OK) != 0)
+      throw Error("the tuning worker '" + opt.worker + "' is not an executable file; build jitune-worker or leave "
+                  "TuneOptions::worker empty to find it");
+    if (worker.empty() && opt.isolation == TuneOptions::Isolation::kWorker)
+      throw Error("tuning in a worker process was requested but jitune-worker was not found; set JITUNE_WORKER to its "
+                  "path (it is built next to the jitune command)");
+  }
+  report.isolated = !worker.empty();
+  // The workload and CPU reference are built (in the worker, or here) while NVRTC works.
   const auto t_ref = Clock::now();
-  const Workload host = family.workload(problem, seed);
-  const auto reference = family.reference(problem, host);
+  std::unique_ptr<CandidateRunner> runner =
+      report.isolated ? make_worker_runner(worker, device.ordinal, family, problem, settings)
+                      : make_in_process_runner(runtime, family, problem, settings);
+  report.l2 = runner->setup();
   report.reference_s = seconds_since(t_ref);
-  const DeviceWorkload work(family, problem, host, reference);
-  TunerKernels tuner_kernels(impl);
-  DeviceComparer comparer(tuner_kernels);
-  driver::StreamHandle stream;
-  LaunchTimer timer(tuner_kernels, device, problem.bytes_moved(), std::max(opt.max_reps, opt.retime_reps), opt.l2,
-                    stream.get());
-  report.l2 = timer.mode();
 
   cache::RecordKey key = impl.record_key(family, problem);
   cache::Store* store = opt.store && impl.user_store && !impl.user_store->read_only() ? impl.user_store.get() : nullptr;
 
   report.candidates.resize(configs.size());
   for (std::size_t i = 0; i < configs.size(); ++i) report.candidates[i].config = configs[i];
-  std::vector<std::unique_ptr<driver::Module>> modules;
-  std::vector<Loaded> loaded;
+  std::vector<std::unique_ptr<Candidate>> timed;  // verified and timed, for the re-timing
   double best_us = 0;
-  std::size_t done = 0;
+  std::size_t done = 0, module_id = 0;
 
   auto finish = [&](std::size_t i) {
     CandidateResult& c = report.candidates[i];
     ++done;
     if (store) {
       cache::Measurement m{key, c.config.text(), c.status, clip(c.reason), c.time_us, c.spread, c.reps, cache::utc_now()};
-      store->put(m);
+      try {
+        store->put(m);
+      } catch (const StoreError& e) {
+        // Disk full or the file became read-only: keep tuning, stop writing, and say so.
+        report.store_error = e.what();
+        store = nullptr;
+      }
     }
     if (opt.on_progress) {
       Progress p{done, configs.size(), best_us, seconds_since(t_start), 0};
@@ -115,106 +121,43 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   };
 
   while (auto batch = pool.next()) {
-    const CompiledProgram& out = *batch->output;
-    if (!out.ok) {
-      for (std::size_t i : batch->candidates) {
-        report.candidates[i].status = "compile_failed";
-        report.candidates[i].reason = out.log;
-        finish(i);
-      }
-      continue;
-    }
-    modules.push_back(std::make_unique<driver::Module>(out.cubin.data()));
+    const auto& out = batch->output;
+    ++module_id;
     for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
       const std::size_t i = batch->candidates[b];
       CandidateResult& c = report.candidates[i];
-      c.resources = out.resources.at(batch->unit[b]);
+      if (!out->ok) {
+        c.status = "compile_failed";
+        c.reason = out->log;
+        finish(i);
+        continue;
+      }
+      c.resources = out->resources.at(batch->unit[b]);
       if (opt.reject_spills && c.resources.spills()) {
         c.status = "resources_exceeded";
         c.reason = "spills " + std::to_string(c.resources.spill_store_bytes) + " bytes to local memory";
         finish(i);
         continue;
       }
-      const std::string& lowered = out.lowered.at(batch->unit[b]);
-      Loaded l{i, modules.back()->function(lowered), family.launch_shape(problem, configs[i], device),
-               batch->output, batch->program, batch->name_expressions[b], lowered};
-      int max_threads = 0;
-      JITUNE_CU_CHECK(cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, l.function));
-      if (l.shape.block.volume() > static_cast<std::uint64_t>(max_threads)) {
-        c.status = "resources_exceeded";
-        c.reason = "block of " + std::to_string(l.shape.block.volume()) + " threads, kernel allows " +
-                   std::to_string(max_threads) + " (registers: " + std::to_string(c.resources.registers) + ")";
-        finish(i);
-        continue;
-      }
-      if (l.shape.shared_bytes > 48 * 1024)
-        JITUNE_CU_CHECK(cuFuncSetAttribute(l.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                           static_cast<int>(l.shape.shared_bytes)));
-      KernelArgs args;
-      family.kernel_args(problem, configs[i], work.inputs(), work.outputs(), args);
-      // Correct first: one run on poisoned outputs, compared with the CPU reference.
-      work.reset_outputs(stream.get());
-      const CUresult launched = driver::api().cuLaunchKernel(
-          l.function, l.shape.grid.x, l.shape.grid.y, l.shape.grid.z, l.shape.block.x, l.shape.block.y,
-          l.shape.block.z, l.shape.shared_bytes, stream.get(), args.pointers(), nullptr);
-      const CUresult synced = launched == CUDA_SUCCESS ? driver::api().cuStreamSynchronize(stream.get()) : launched;
-      if (synced != CUDA_SUCCESS) {
-        c.status = "launch_failed";
-        c.reason = driver::error_text(synced);
-        finish(i);
-        if (launched == CUDA_SUCCESS)  // a fault during execution leaves the context unusable
-          throw CudaError("candidate " + configs[i].text() + " of " + report.family + " faulted (" + c.reason +
-                              "); the CUDA context is lost. Results measured so far are stored.",
-                          synced);
-        continue;
-      }
-      c.reason = comparer.compare(work, stream.get());
-      if (!c.reason.empty()) {
-        c.status = "wrong_result";
-        finish(i);
-        continue;
-      }
-      // Timing: 3 reps, cut if far behind the best, else enough reps for the time budget.
-      std::vector<double> samples = timer.time(l.function, l.shape, args, 3);
-      double med = median_spread(samples).first;
-      if (best_us > 0 && med > opt.cut_ratio * best_us) {
-        c.status = "cut";
-        c.reason = "median of 3 runs " + std::to_string(med) + " us > " + std::to_string(opt.cut_ratio) +
-                   " x best " + std::to_string(best_us) + " us";
-      } else {
-        const double per_sample_us = std::max(med, 0.1) * timer.launches_per_sample(med);
-        const int want = std::clamp(static_cast<int>(std::ceil(opt.min_time_ms * 1000.0 / per_sample_us)),
-                                    opt.min_reps, opt.max_reps);
-        if (want > 3) {
-          auto more = timer.time(l.function, l.shape, args, want - 3);
-          samples.insert(samples.end(), more.begin(), more.end());
-        }
-        c.status = "ok";
-      }
-      std::tie(c.time_us, c.spread) = median_spread(samples);
-      c.reps = static_cast<int>(samples.size());
+      auto cand = std::make_unique<Candidate>(Candidate{i, configs[i], out, module_id, out->lowered.at(batch->unit[b])});
+      const KernelResources resources = c.resources;
+      c = runner->run(*cand, best_us);
+      c.resources = resources;
       if (c.status == "ok" && (best_us == 0 || c.time_us < best_us)) best_us = c.time_us;
-      loaded.push_back(std::move(l));
+      if (c.status == "ok") timed.push_back(std::move(cand));
       finish(i);
     }
   }
   report.compile_s = pool.compile_seconds();
+  report.worker_restarts = runner->restarts();
 
   // Side by side: the fastest few and the heuristic default, interleaved round by round so drift hits all alike.
-  std::vector<const Loaded*> finalists;
-  {
-    std::vector<const Loaded*> ok;
-    for (const Loaded& l : loaded)
-      if (report.candidates[l.index].status == "ok") ok.push_back(&l);
-    std::sort(ok.begin(), ok.end(), [&](const Loaded* a, const Loaded* b) {
-      return report.candidates[a->index].time_us < report.candidates[b->index].time_us;
-    });
-    for (std::size_t k = 0; k < ok.size() && static_cast<int>(k) < opt.retime_top; ++k) finalists.push_back(ok[k]);
-    for (const Loaded* l : ok)
-      if (configs[l->index] == report.heuristic &&
-          std::find(finalists.begin(), finalists.end(), l) == finalists.end())
-        finalists.push_back(l);
-  }
+  std::sort(timed.begin(), timed.end(), [&](const auto& a, const auto& b) {
+    return report.candidates[a->index].time_us < report.candidates[b->index].time_us;
+  });
+  std::vector<const Candidate*> finalists;
+  for (const auto& t : timed)
+    if (static_cast<int>(finalists.size()) < opt.retime_top || t->config == report.heuristic) finalists.push_back(t.get());
   if (finalists.empty()) {
     std::map<std::string, int> counts;
     for (const auto& c : report.candidates) ++counts[c.status];
@@ -229,33 +172,28 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
     throw Error("tuning " + report.family + " " + report.signature + ": no candidate compiled and verified (" +
                 summary + " ). First failure: " + first_reason);
   }
-  std::vector<std::vector<double>> rounds(finalists.size());
-  for (int r = 0; r < opt.retime_reps; ++r)
-    for (std::size_t f = 0; f < finalists.size(); ++f) {
-      KernelArgs args;
-      family.kernel_args(problem, configs[finalists[f]->index], work.inputs(), work.outputs(), args);
-      rounds[f].push_back(timer.time(finalists[f]->function, finalists[f]->shape, args, 1).at(0));
-    }
-  const Loaded* winner = nullptr;
+  const auto retimed = runner->retime(finalists);
+  const Candidate* winner = nullptr;
   for (std::size_t f = 0; f < finalists.size(); ++f) {
-    auto [med, spread] = median_spread(rounds[f]);
-    const Config& c = configs[finalists[f]->index];
-    if (c == report.heuristic) report.default_us = med;
+    const auto [med, spread] = retimed[f];
+    if (finalists[f]->config == report.heuristic) report.default_us = med;
     if (!winner || med < report.best_us) {
       winner = finalists[f];
       report.best_us = med;
       report.best_spread = spread;
-      report.best_reps = static_cast<int>(rounds[f].size());
+      report.best_reps = opt.retime_reps;
     }
   }
-  report.best = configs[winner->index];
+  report.best = winner->config;
 
   // The winner's (and the default's) binaries go to the binary cache under their single-kernel keys, so the first
   // call of a new process loads them without NVRTC.
-  for (const Loaded* l : finalists)
-    if (l == winner || configs[l->index] == report.heuristic)
-      impl.binaries.put(impl.compiler.binary_key(l->program_text, l->name_expression, device.arch()),
-                        CachedBinary{l->program->cubin, l->lowered});
+  for (const Candidate* f : finalists)
+    if (f == winner || f->config == report.heuristic) {
+      const KernelSource src = family.source(problem, f->config);
+      impl.binaries.put(impl.compiler.binary_key(src.program, src.name_expression, device.arch()),
+                        CachedBinary{f->program->cubin, f->lowered});
+    }
 
   if (store) {
     cache::Record rec;
@@ -271,8 +209,12 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
     rec.jitune_version = JITUNE_VERSION;
     rec.driver_version = device.driver_version;
     rec.created_at = cache::utc_now();
-    store->put(rec);
-    report.stored = true;
+    try {
+      store->put(rec);
+      report.stored = true;
+    } catch (const StoreError& e) {
+      report.store_error = e.what();
+    }
   }
   report.wall_s = seconds_since(t_start);
   return report;

@@ -39,6 +39,12 @@ struct TuneOptions {
   unsigned compile_threads = 0;    ///< 0: all cores.
   bool reject_spills = true;       ///< Candidates whose kernel spills registers are rejected.
   L2Mode l2 = L2Mode::kAuto;       ///< How repetitions see the L2 (see L2Mode).
+  /// Where candidates run: kAuto uses a worker process when the jitune-worker executable is found, so a candidate
+  /// that faults or hangs costs one verdict instead of the run; kInProcess uses the caller's context (a fault there
+  /// ends the session); kWorker requires the worker.
+  enum class Isolation { kAuto, kInProcess, kWorker } isolation = Isolation::kAuto;
+  double candidate_timeout_s = 20;  ///< Worker only: a candidate without a verdict by then is killed ("timeout").
+  std::string worker;               ///< Worker executable; empty: find_worker().
   bool store = true;               ///< Write measurements and the winner to the user cache.
   std::function<void(const Progress&)> on_progress;
 };
@@ -66,7 +72,10 @@ struct TuneReport {
   std::size_t space_size = 0, pruned = 0;
   double wall_s = 0, compile_s = 0, reference_s = 0;
   L2Mode l2 = L2Mode::kAuto;            ///< The mode the timings were taken in (never kAuto after tuning).
+  bool isolated = false;                ///< Candidates ran in a worker process.
+  int worker_restarts = 0;              ///< Workers restarted after a fault or a hang.
   bool stored = false;
+  std::string store_error;              ///< Why results could not be written (disk full, read-only), if so.
   /// Default time / best time (>= 1 when tuning helped).
   double speedup() const { return best_us > 0 ? default_us / best_us : 0; }
 };

@@ -4,3 +4,4 @@
 #pragma once
 
 #include <jitune/ops/elementwise.hpp>
+#include <jitune/ops/upsample_nearest2d.hpp>

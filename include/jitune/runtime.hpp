@@ -48,6 +48,8 @@ struct RuntimeOptions {
   /// Tuning database that records are read from and written to. Default: $JITUNE_CACHE_DIR/tuning.sqlite, else
   /// ~/.cache/jitune/tuning.sqlite.
   std::filesystem::path user_cache;
+  /// When false no user cache is opened (lookups use the shipped caches and heuristics; nothing is written).
+  bool use_user_cache = true;
   /// Extra read-only tuning databases, searched after the user cache and before the built-in shipped caches.
   /// $JITUNE_SHIPPED_CACHES (colon separated) adds more.
   std::vector<std::filesystem::path> shipped_caches;
@@ -58,6 +60,9 @@ struct RuntimeOptions {
   std::filesystem::path binary_cache_dir;
   /// Keep compiled binaries on disk so a new process skips NVRTC.
   bool disk_binary_cache = true;
+  /// When false, problems with the caches (unreadable, read-only, newer schema) are printed once to stderr as
+  /// "jitune warning: ..."; they are always in Runtime::warnings() and in Explanation::notes.
+  bool quiet = false;
   /// Tuning at run time; nullptr never tunes (store lookup, then heuristic).
   std::shared_ptr<TuningPolicy> tuning;
 };
@@ -94,6 +99,8 @@ class Runtime {
   const RuntimeOptions& options() const noexcept;
   /// Which configuration a call of `family` on the problem with canonical `signature` would use, and why.
   Explanation explain(std::string_view family, std::string_view signature);
+  /// What went wrong opening the caches (each says what to do); empty when all is well.
+  const std::vector<std::string>& warnings() const noexcept;
   /// Forgets in-memory decisions (e.g. after the user cache was changed by a tuner in this process).
   void reload();
 

@@ -11,6 +11,11 @@ __device__ __forceinline__ double to_double(float x) { return x; }
 __device__ __forceinline__ double to_double(double x) { return x; }
 __device__ __forceinline__ double to_double(__half x) { return __half2float(x); }
 __device__ __forceinline__ double to_double(__nv_bfloat16 x) { return __bfloat162float(x); }
+// Integer element types, exact in double (byte-moving families compare them with rtol = atol = 0).
+__device__ __forceinline__ double to_double(signed char x) { return x; }
+__device__ __forceinline__ double to_double(unsigned char x) { return x; }
+__device__ __forceinline__ double to_double(short x) { return x; }
+__device__ __forceinline__ double to_double(int x) { return x; }
 
 // result[0]: mismatches; result[1]: first mismatching index (initialised to ~0 by the host).
 template <class T>

@@ -3,6 +3,11 @@
 #include <jitune/jitune.hpp>
 #include <jitune/tuner.hpp>
 
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <thread>
+
 #include "gpu_util.hpp"
 #include "templates/elementwise/elementwise.hpp"
 #include "tuner/tuner.hpp"
@@ -134,9 +139,90 @@ TEST_CASE("bad input is a clear error") {
     CHECK_THROWS_AS(elementwise(rt, "z = x", {nullptr}, b.at(0), 16, DType::kFloat32), InvalidArgument);
     CHECK_THROWS_AS(elementwise(rt, "z = x", {b.at(1)}, b.at(0), 16, DType::kFloat32), InvalidArgument);
   }
+  SUBCASE("a host pointer is refused before any launch") {
+    std::vector<float> host(16);
+    try {
+      elementwise(rt, "z = x", {host.data()}, b.at(0), 16, DType::kFloat32);
+      FAIL("no exception");
+    } catch (const InvalidArgument& e) {
+      CHECK(std::string(e.what()).find("not device memory") != std::string::npos);
+      CHECK(std::string(e.what()).find("input 0") != std::string::npos);
+    }
+  }
+  SUBCASE("a count beyond the allocation is refused") {
+    try {
+      elementwise(rt, "z = x", {b.at(0)}, b.at(0), 1 << 20, DType::kFloat32);
+      FAIL("no exception");
+    } catch (const InvalidArgument& e) {
+      CHECK(std::string(e.what()).find("check the element count") != std::string::npos);
+    }
+  }
   SUBCASE("unsupported dtype") {
     CHECK_THROWS_AS(elementwise(rt, "z = x", {b.at(0)}, b.at(0), 16, DType::kInt32), InvalidArgument);
   }
+}
+
+TEST_CASE("NaN and infinities pass through as IEEE arithmetic says (not fixed up)") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {nan, inf, -inf, inf, 1.0f, 0.0f, -0.0f, 3.0f};
+  const std::vector<float> y = {1.0f, 2.0f, 2.0f, 0.0f, nan, inf, 1.0f, -inf};
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    const std::size_t es = dtype_size(dtype);
+    std::vector<std::byte> hx(x.size() * es), hy(y.size() * es);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      store_element(dtype, hx.data(), i, x[i]);
+      store_element(dtype, hy.data(), i, y[i]);
+    }
+    Buffer bx(hx.size()), by(hy.size()), bz(hx.size());
+    bx.upload(hx, 0);
+    by.upload(hy, 0);
+    bz.poison();
+    elementwise(rt, "z = x * y", {bx.at(0), by.at(0)}, bz.at(0), static_cast<std::int64_t>(x.size()), dtype);
+    JITUNE_CU_CHECK(cuCtxSynchronize());
+    auto got = bz.download(hx.size(), 0);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double g = load_element(dtype, got.data(), i), want = static_cast<double>(x[i] * y[i]);
+      INFO(dtype_name(dtype), " element ", i);
+      if (std::isnan(want)) CHECK(std::isnan(g));
+      else CHECK(g == want);
+    }
+    // -0.0 keeps its sign: 1 * -0 is -0.
+    CHECK(std::signbit(load_element(dtype, got.data(), 6)));
+  }
+}
+
+TEST_CASE("several threads share one Runtime") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        driver::make_current(rt.impl().context);
+        driver::StreamHandle stream;
+        const std::int64_t n = 10000 + 977 * (t % 3);  // some threads share problems, some do not
+        auto x = test::random_values(DType::kFloat32, n, 100 + t);
+        Buffer in(n * 4), out(n * 4);
+        in.upload(x, 0);
+        for (int rep = 0; rep < 50; ++rep)
+          elementwise(rt, "y = (x + 1) * 4", {in.at(0)}, out.at(0), n, DType::kFloat32,
+                      reinterpret_cast<Stream>(stream.get()));
+        JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+        auto got = out.download(n * 4, 0);
+        for (std::int64_t i = 0; i < n; ++i)
+          if (load_element(DType::kFloat32, got.data(), i) !=
+              (static_cast<float>(load_element(DType::kFloat32, x.data(), i)) + 1.0f) * 4.0f)  // no FMA to contract
+            ++failures;
+      } catch (const std::exception& e) {
+        MESSAGE(e.what());
+        ++failures;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(failures == 0);
 }
 
 TEST_CASE("the tuned pick: a tuned record is used exactly, by a new Runtime, without NVRTC") {

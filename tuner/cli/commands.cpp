@@ -190,6 +190,8 @@ int tune(const Common& common, const TuneArgs& args) {
     opt.min_time_ms = args.min_time_ms;
     opt.compile_threads = args.threads;
     opt.store = !args.no_store;
+    if (args.in_process) opt.isolation = tuner::TuneOptions::Isolation::kInProcess;
+    opt.l2 = args.l2 == "warm" ? tuner::L2Mode::kWarm : args.l2 == "flush" ? tuner::L2Mode::kFlush : tuner::L2Mode::kAuto;
     ProgressPrinter progress{names[j]};
     opt.on_progress = std::ref(progress);
     try {
@@ -204,7 +206,7 @@ int tune(const Common& common, const TuneArgs& args) {
                        {"best_spread", r.best_spread}, {"heuristic", r.heuristic.text()}, {"default_us", r.default_us},
                        {"speedup_over_default", r.speedup()}, {"bytes", r.bytes}, {"legal", r.candidates.size()},
                        {"pruned", r.pruned}, {"wall_s", r.wall_s}, {"compile_s", r.compile_s},
-                       {"reference_s", r.reference_s}, {"l2_mode", tuner::l2_mode_name(r.l2)}, {"stored", r.stored}, {"candidates", cands}});
+                       {"reference_s", r.reference_s}, {"l2_mode", tuner::l2_mode_name(r.l2)}, {"stored", r.stored}, {"store_error", r.store_error}, {"candidates", cands}});
       } else if (args.suite.empty()) {
         std::map<std::string, int> counts;
         for (const auto& c : r.candidates) ++counts[c.status];
@@ -218,6 +220,7 @@ int tune(const Common& common, const TuneArgs& args) {
                     r.best_spread * 100, r.best_reps, r.bytes / (r.best_us * 1e3), r.heuristic.text().c_str(),
                     r.default_us, r.speedup(), r.candidates.size(), r.pruned, summary.c_str(), r.wall_s, r.compile_s,
                     r.reference_s, std::string(tuner::l2_mode_name(r.l2)).c_str(), r.stored ? "; stored" : "");
+        if (!r.store_error.empty()) std::printf("  NOT STORED: %s\n", r.store_error.c_str());
       }
     } catch (const Error& e) {
       ++failures;
@@ -274,20 +277,6 @@ int explain(const Common& common, const std::string& family_name, const std::map
 namespace {
 
 json record_json(const cache::Record& r) { return json::parse(cache::to_json_line(r)); }
-
-std::string validate_record(const cache::Record& r) {
-  const Family* f = find_family(r.key.family);
-  if (!f) return "unknown family '" + r.key.family + "'";
-  try {
-    auto problem = f->parse_problem(r.key.signature);
-    Config c = Config::parse(r.config);
-    std::string why = f->space().why_not_contained(c);
-    if (!why.empty()) return "config " + r.config + " is outside the " + r.key.family + " space: " + why;
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
 
 void print_report(const cache::ImportReport& rep, const Common& common) {
   if (common.json) {
@@ -373,7 +362,7 @@ int cache_export(const Common& common, const std::string& file) {
 
 int cache_import(const Common& common, const std::string& file) {
   cache::Store store(cache_path(common), cache::OpenMode::kReadWrite);
-  auto rep = store.import_jsonl(file, validate_record);
+  auto rep = store.import_jsonl(file, cache::validate_with_registry);
   print_report(rep, common);
   return rep.rejected ? kExitError : 0;
 }
@@ -381,7 +370,7 @@ int cache_import(const Common& common, const std::string& file) {
 int cache_merge(const Common& common, const std::string& file) {
   cache::Store other(file, cache::OpenMode::kReadOnly);
   cache::Store store(cache_path(common), cache::OpenMode::kReadWrite);
-  auto rep = store.merge_from(other, validate_record);
+  auto rep = store.merge_from(other, cache::validate_with_registry);
   print_report(rep, common);
   return rep.rejected ? kExitError : 0;
 }

@@ -33,6 +33,8 @@ struct TuneArgs {
   bool dry_run = false;
   std::string arch = "sm_90";                  ///< Dry run target.
   bool no_store = false;
+  std::string l2 = "auto";                     ///< auto, warm or flush (tuner::L2Mode).
+  bool in_process = false;                     ///< Measure in this process, not in a worker.
 };
 
 int devices(const Common& common);

@@ -1,0 +1,467 @@
+// upsample_nearest2d family: problem validation and signature, the 2x rule, space and constraints, heuristic
+// default, instantiation, launch geometry and kernel parameters.
+#include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+namespace jitune {
+
+std::string_view image_layout_name(ImageLayout layout) noexcept {
+  return layout == ImageLayout::kNHWC ? "nhwc" : "nchw";
+}
+
+std::string_view nearest_mode_name(NearestMode mode) noexcept {
+  return mode == NearestMode::kNearestExact ? "nearest-exact" : "nearest";
+}
+
+namespace upn {
+namespace {
+
+constexpr std::int64_t kMaxDim = (std::int64_t{1} << 31) - 1;  // the kernels' per-dimension indices are int
+
+std::string scale_text(const std::optional<double>& s) {
+  if (!s) return "none";
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *s);
+  return ec == std::errc() ? std::string(buf, end) : "none";
+}
+
+std::int64_t parse_int(const std::string& key, const std::string& text) {
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw InvalidArgument("upsample_nearest2d problem: " + key + "='" + text + "' is not an integer");
+  return v;
+}
+
+std::optional<double> parse_scale(const std::string& key, const std::string& text) {
+  if (text == "none" || text.empty()) return std::nullopt;
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw InvalidArgument("upsample_nearest2d problem: " + key + "='" + text +
+                          "' is not a number (a scale factor such as 2 or 1.5, or 'none')");
+  return v;
+}
+
+// Longest window [start(i), start(i + 1)) over i in [0, in).
+std::int64_t longest_window(std::int64_t in, std::int64_t out, float step, NearestMode mode) {
+  std::int64_t longest = 0, prev = window_start(0, step, out, mode);
+  for (std::int64_t i = 1; i <= in; ++i) {
+    const std::int64_t next = window_start(i, step, out, mode);
+    longest = std::max(longest, next - prev);
+    prev = next;
+  }
+  return longest;
+}
+
+bool supported(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
+
+}  // namespace
+
+UpsampleProblem::UpsampleProblem(Direction direction, const UpsampleNearest2d& shape)
+    : direction_(direction), shape_(shape) {
+  const char* op = direction == Direction::kForward ? "upsample_nearest2d" : "upsample_nearest2d_backward";
+  auto fail = [&](const std::string& what) { throw InvalidArgument(std::string(op) + ": " + what); };
+  if (!supported(shape.dtype))
+    fail("dtype " + std::string(dtype_name(shape.dtype)) + " is not supported; use float32, float16 or bfloat16");
+  if (shape.layout != ImageLayout::kNCHW && shape.layout != ImageLayout::kNHWC) fail("unknown layout");
+  if (shape.mode != NearestMode::kNearest && shape.mode != NearestMode::kNearestExact) fail("unknown mode");
+  if (shape.n < 0 || shape.c < 0)
+    fail("batch n=" + std::to_string(shape.n) + " and channels c=" + std::to_string(shape.c) +
+         " must be >= 0");
+  if (shape.in_h < 1 || shape.in_w < 1 || shape.in_h > kMaxDim || shape.in_w > kMaxDim)
+    fail("input size " + std::to_string(shape.in_h) + "x" + std::to_string(shape.in_w) +
+         " must be at least 1x1 and below 2^31 in each dimension");
+  const std::pair<const char*, const std::optional<double>*> scales[] = {{"scale_h", &shape.scale_h},
+                                                                        {"scale_w", &shape.scale_w}};
+  for (const auto& [name, s] : scales)
+    if (*s && !(std::isfinite(**s) && **s > 0))
+      fail(std::string(name) + "=" + scale_text(*s) +
+           " must be a positive finite scale factor (output size / input size), or absent");
+  auto resolve = [&](std::int64_t& out, std::int64_t in, const std::optional<double>& s, const char* out_name,
+                     const char* s_name) {
+    if (out < 0) fail(std::string(out_name) + "=" + std::to_string(out) + " is negative; give a size >= 1, or 0 " +
+                      "to derive it from " + s_name);
+    if (out == 0) {
+      if (!s)
+        fail(std::string(out_name) + " and " + s_name + " are both missing; give the output size or the scale factor");
+      out = derived_size(in, *s);
+      if (out < 1)
+        fail("input size " + std::to_string(in) + " x " + s_name + " " + scale_text(s) +
+             " gives an output size of " + std::to_string(out) + "; PyTorch requires at least 1");
+    }
+    if (out > kMaxDim) fail(std::string(out_name) + "=" + std::to_string(out) + " must be below 2^31");
+  };
+  resolve(shape_.out_h, shape.in_h, shape.scale_h, "out_h", "scale_h");
+  resolve(shape_.out_w, shape.in_w, shape.scale_w, "out_w", "scale_w");
+  // Each tensor below 2^62 elements (64-bit indices never overflow).
+  const double big = std::max(static_cast<double>(shape_.n) * static_cast<double>(shape_.c) *
+                                  static_cast<double>(shape_.in_h) * static_cast<double>(shape_.in_w),
+                              static_cast<double>(shape_.n) * static_cast<double>(shape_.c) *
+                                  static_cast<double>(shape_.out_h) * static_cast<double>(shape_.out_w));
+  if (big >= 4.6e18) fail("the tensors have too many elements (2^62 at most)");
+
+  if (direction == Direction::kForward) {
+    step_h_ = forward_step(shape_.in_h, shape_.out_h, shape_.scale_h);
+    step_w_ = forward_step(shape_.in_w, shape_.out_w, shape_.scale_w);
+    packed_2x_ = shape_.out_h == 2 * shape_.in_h && shape_.out_w == 2 * shape_.in_w && step_h_ == 0.5f &&
+                 step_w_ == 0.5f;
+  } else {
+    step_h_ = backward_step(shape_.in_h, shape_.out_h, shape_.scale_h);
+    step_w_ = backward_step(shape_.in_w, shape_.out_w, shape_.scale_w);
+    packed_2x_ = shape_.out_h == 2 * shape_.in_h && shape_.out_w == 2 * shape_.in_w && step_h_ == 2.0f &&
+                 step_w_ == 2.0f;
+    if (copy()) {
+      max_window_h_ = max_window_w_ = 1;
+    } else {
+      max_window_h_ = longest_window(shape_.in_h, shape_.out_h, step_h_, shape_.mode);
+      max_window_w_ = longest_window(shape_.in_w, shape_.out_w, step_w_, shape_.mode);
+    }
+  }
+}
+
+bool UpsampleProblem::index64() const noexcept {
+  // Loop indices reach the element count plus one grid stride; keep them below 2^31.
+  return std::max(in_numel(), out_numel()) > (std::int64_t{1} << 30);
+}
+
+std::string UpsampleProblem::signature() const {
+  return "c=" + std::to_string(shape_.c) + ";direction=" + (backward() ? "backward" : "forward") +
+         ";dtype=" + std::string(dtype_name(shape_.dtype)) + ";in_h=" + std::to_string(shape_.in_h) +
+         ";in_w=" + std::to_string(shape_.in_w) + ";layout=" + std::string(image_layout_name(shape_.layout)) +
+         ";mode=" + std::string(nearest_mode_name(shape_.mode)) + ";n=" + std::to_string(shape_.n) +
+         ";out_h=" + std::to_string(shape_.out_h) + ";out_w=" + std::to_string(shape_.out_w) +
+         ";scale_h=" + scale_text(shape_.scale_h) + ";scale_w=" + scale_text(shape_.scale_w);
+}
+
+std::string UpsampleProblem::group() const {
+  return std::string(dtype_name(shape_.dtype)) + "|" + std::string(image_layout_name(shape_.layout)) + "|" +
+         (backward() ? "backward" : "forward") + "|" + (packed_2x_ ? "2x" : "general");
+}
+
+std::vector<double> UpsampleProblem::features() const {
+  return {std::log2(static_cast<double>(shape_.n * shape_.c) + 1.0),
+          std::log2(static_cast<double>(shape_.in_h * shape_.in_w)),
+          std::log2(static_cast<double>(shape_.out_h * shape_.out_w))};
+}
+
+double UpsampleProblem::bytes_moved() const {
+  return static_cast<double>(in_numel() + out_numel()) * static_cast<double>(dtype_size(shape_.dtype));
+}
+
+std::int64_t pack_extent(const UpsampleProblem& p, KernelKind kernel, Strategy strategy) noexcept {
+  if (p.layout() == ImageLayout::kNHWC) return p.shape().c;
+  // NCHW: the row the vector accesses walk.
+  const bool walks_output = p.backward() ? kernel == KernelKind::kGeneral && strategy == Strategy::kScatter
+                                         : kernel == KernelKind::kGeneral;
+  return walks_output ? p.shape().out_w : p.shape().in_w;
+}
+
+namespace {
+
+// Units the kernel walks: packs of the source (2x forward, scatter) or of the destination (the others).
+std::int64_t unit_count(const UpsampleProblem& p, KernelKind kernel, Strategy strategy, int pack) {
+  const bool walks_src = p.backward() ? kernel == KernelKind::kGeneral && strategy == Strategy::kScatter
+                                      : kernel == KernelKind::kPacked2x;
+  return (walks_src ? p.src_numel() : p.dst_numel()) / pack;
+}
+
+bool aligned(const void* ptr, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(ptr) % bytes == 0;
+}
+
+}  // namespace
+
+int usable_pack(const UpsampleProblem& p, KernelKind kernel, Strategy strategy, int max_pack, const void* src,
+                const void* dst) noexcept {
+  const std::size_t es = dtype_size(p.dtype());
+  const std::int64_t extent = pack_extent(p, kernel, strategy);
+  const bool nchw = p.layout() == ImageLayout::kNCHW;
+  for (int pack = max_pack; pack >= 1; pack /= 2) {
+    if (pack * es > 16 || extent % pack != 0) continue;
+    const std::size_t bytes = pack * es;
+    // The 2x NCHW kernels move 2 * pack elements per output row, in chunks of at most 16 bytes.
+    const std::size_t pair_bytes = std::min<std::size_t>(2 * bytes, 16);
+    bool ok = true;
+    if (kernel == KernelKind::kPacked2x) {
+      if (nchw && !p.backward()) ok = aligned(src, bytes) && aligned(dst, pair_bytes);
+      else if (nchw) ok = aligned(src, pair_bytes) && aligned(dst, bytes);
+      else ok = aligned(src, bytes) && aligned(dst, bytes);
+    } else if (p.backward() && strategy == Strategy::kScatter) {
+      ok = aligned(src, bytes);  // scalar atomics into dst
+    } else {
+      ok = aligned(dst, bytes) && (nchw || aligned(src, bytes));  // NCHW gathers load scalars
+    }
+    if (ok) return pack;
+  }
+  return 0;
+}
+
+Params make_params(const UpsampleProblem& p, KernelKind kernel, Strategy strategy, int pack, const void* src,
+                   void* dst) noexcept {
+  const UpsampleNearest2d& s = p.shape();
+  Params params{};
+  params.src = src;
+  params.dst = dst;
+  params.n = s.n;
+  params.c = s.c;
+  params.in_h = s.in_h;
+  params.in_w = s.in_w;
+  params.out_h = s.out_h;
+  params.out_w = s.out_w;
+  params.units = unit_count(p, kernel, strategy, pack);
+  params.dst_numel = p.dst_numel();
+  params.scale_h = p.step_h();
+  params.scale_w = p.step_w();
+  if (p.backward()) {
+    params.identity_h = params.identity_w = p.copy() ? 1 : 0;
+  } else {
+    params.identity_h = s.in_h == s.out_h ? 1 : 0;
+    params.identity_w = s.in_w == s.out_w ? 1 : 0;
+  }
+  return params;
+}
+
+namespace {
+
+class UpsampleFamily final : public Family {
+ public:
+  UpsampleFamily()
+      : space_({
+            {"kernel", {0, 1}, "0 general (any scale), 1 packed 2x; chosen by rule (1 exactly when the rule is x2)"},
+            {"strategy", {0, 1}, "general backward: 0 gather (window sums, no atomics), 1 scatter (fast atomic add)"},
+            {"pack", {1, 2, 4, 8}, "elements per vector access (pack * element size <= 16 bytes); must divide the "
+                                   "row it walks (NCHW) or the channels (NHWC)"},
+            {"block", {128, 256, 512, 1024}, "threads per block"},
+            {"items", {1, 2, 4}, "work units each thread loads before it stores"},
+            {"waves", {1, 2, 8, 32}, "grid cap: at most waves x (blocks resident on the GPU at once)"},
+        }) {}
+
+  std::string_view name() const override { return "upsample_nearest2d"; }
+  std::string_view template_name() const override { return "upsample_nearest2d/upsample_nearest2d.cuh"; }
+  const Space& space() const override { return space_; }
+
+  std::vector<ProblemOption> problem_options() const override {
+    return {{"direction", "forward (default) or backward"},
+            {"dtype", "float32, float16 or bfloat16"},
+            {"layout", "nchw (default) or nhwc (channels last)"},
+            {"mode", "nearest (default) or nearest-exact"},
+            {"n", "batch"},
+            {"c", "channels"},
+            {"in_h", "input height"},
+            {"in_w", "input width"},
+            {"out_h", "output height (or give scale_h)"},
+            {"out_w", "output width (or give scale_w)"},
+            {"scale_h", "height scale factor, output / input (or give out_h)"},
+            {"scale_w", "width scale factor, output / input (or give out_w)"}};
+  }
+
+  std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
+    static const char* const kKnown[] = {"direction", "dtype", "layout", "mode",  "n",       "c",
+                                         "in_h",      "in_w",  "out_h",  "out_w", "scale_h", "scale_w"};
+    for (const auto& [key, value] : options)
+      if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; }) ==
+          std::end(kKnown))
+        throw InvalidArgument("upsample_nearest2d problem: unknown option '" + key +
+                              "'; options are direction, dtype, layout, mode, n, c, in_h, in_w, out_h, out_w, "
+                              "scale_h, scale_w");
+    auto get = [&](const char* key, const char* fallback) -> std::string {
+      auto it = options.find(key);
+      if (it != options.end()) return it->second;
+      if (fallback) return fallback;
+      throw InvalidArgument(std::string("upsample_nearest2d problem: missing '") + key +
+                            "' (needed: dtype, n, c, in_h, in_w and out_h/out_w or scale_h/scale_w)");
+    };
+    UpsampleNearest2d s;
+    s.dtype = parse_dtype(get("dtype", nullptr));
+    const std::string layout = get("layout", "nchw"), mode = get("mode", "nearest"), dir = get("direction", "forward");
+    if (layout == "nchw") s.layout = ImageLayout::kNCHW;
+    else if (layout == "nhwc") s.layout = ImageLayout::kNHWC;
+    else throw InvalidArgument("upsample_nearest2d problem: layout '" + layout + "' is not nchw or nhwc");
+    if (mode == "nearest") s.mode = NearestMode::kNearest;
+    else if (mode == "nearest-exact") s.mode = NearestMode::kNearestExact;
+    else throw InvalidArgument("upsample_nearest2d problem: mode '" + mode + "' is not nearest or nearest-exact");
+    if (dir != "forward" && dir != "backward")
+      throw InvalidArgument("upsample_nearest2d problem: direction '" + dir + "' is not forward or backward");
+    s.n = parse_int("n", get("n", nullptr));
+    s.c = parse_int("c", get("c", nullptr));
+    s.in_h = parse_int("in_h", get("in_h", nullptr));
+    s.in_w = parse_int("in_w", get("in_w", nullptr));
+    s.out_h = parse_int("out_h", get("out_h", "0"));
+    s.out_w = parse_int("out_w", get("out_w", "0"));
+    s.scale_h = parse_scale("scale_h", get("scale_h", "none"));
+    s.scale_w = parse_scale("scale_w", get("scale_w", "none"));
+    return std::make_unique<UpsampleProblem>(dir == "forward" ? Direction::kForward : Direction::kBackward, s);
+  }
+
+  Config heuristic(const Problem& problem, const DeviceInfo&) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    const KernelKind kernel = p.packed_2x() ? KernelKind::kPacked2x : KernelKind::kGeneral;
+    // The widest vector the shape allows (16 bytes at most), except in the NCHW 2x kernels, whose other side moves
+    // two elements per pack element: there 8-byte packs keep every access 16 bytes wide and a warp's accesses
+    // contiguous (measured on the H100: 1.4-1.9x faster than 16-byte packs forward, none slower). 256 threads; the
+    // forward keeps two units in flight per thread, the backward already has two or four loads per unit.
+    const std::int64_t extent = pack_extent(p, kernel, Strategy::kGather);
+    const bool pairs = kernel == KernelKind::kPacked2x && p.layout() == ImageLayout::kNCHW;
+    std::int64_t pack = static_cast<std::int64_t>((pairs ? 8 : 16) / dtype_size(p.dtype()));
+    while (pack > 1 && extent % pack != 0) pack /= 2;
+    return Config{{"kernel", static_cast<std::int64_t>(kernel)},
+                  {"strategy", static_cast<std::int64_t>(Strategy::kGather)},
+                  {"pack", pack},
+                  {"block", 256},
+                  {"items", p.backward() ? 1 : 2},
+                  {"waves", 32}};
+  }
+
+  std::string check(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    const auto kernel = static_cast<KernelKind>(config.at("kernel"));
+    const auto strategy = static_cast<Strategy>(config.at("strategy"));
+    if (p.packed_2x() && kernel != KernelKind::kPacked2x)
+      return "the index rule is exactly x2 here: the packed 2x kernel (kernel=1) is used by rule";
+    if (!p.packed_2x() && kernel == KernelKind::kPacked2x)
+      return "the packed 2x kernel (kernel=1) needs an exact x2 rule in both dimensions";
+    if (strategy == Strategy::kScatter && !(p.backward() && kernel == KernelKind::kGeneral))
+      return "strategy=1 (scatter) applies to the general backward only";
+    const std::int64_t pack = config.at("pack");
+    const std::int64_t bytes = pack * static_cast<std::int64_t>(dtype_size(p.dtype()));
+    if (bytes > 16)
+      return "pack " + std::to_string(pack) + " moves " + std::to_string(bytes) +
+             " bytes per access; the widest vector access is 16 bytes";
+    const std::int64_t extent = pack_extent(p, kernel, strategy);
+    if (extent % pack != 0)
+      return "pack " + std::to_string(pack) + " does not divide the " +
+             (p.layout() == ImageLayout::kNHWC ? "channel count " : "row length ") + std::to_string(extent);
+    if (config.at("block") > device.max_threads_per_block)
+      return "block " + std::to_string(config.at("block")) + " exceeds the device's " +
+             std::to_string(device.max_threads_per_block) + " threads per block";
+    return {};
+  }
+
+  KernelSource source(const Problem& problem, const Config& config) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    const auto kernel = static_cast<KernelKind>(config.at("kernel"));
+    const std::string t(dtype_cuda_type(p.dtype()));
+    const std::string layout = p.layout() == ImageLayout::kNHWC ? "1" : "0";
+    const std::string mode = p.mode() == NearestMode::kNearestExact ? "1" : "0";
+    const std::string tail = std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +
+                             std::to_string(config.at("items")) + ", " + (p.index64() ? "long long" : "int") + ">";
+    std::string name;
+    if (!p.backward())
+      name = kernel == KernelKind::kPacked2x ? "jitune::upn::forward_2x<" + t + ", " + layout + ", " + tail
+                                             : "jitune::upn::forward<" + t + ", " + layout + ", " + mode + ", " + tail;
+    else
+      name = kernel == KernelKind::kPacked2x
+                 ? "jitune::upn::backward_2x<" + t + ", " + layout + ", " + tail
+                 : "jitune::upn::backward<" + t + ", " + layout + ", " + mode + ", " +
+                       std::to_string(config.at("strategy")) + ", " + tail;
+    return {"#include \"upsample_nearest2d/upsample_nearest2d.cuh\"\n", std::move(name)};
+  }
+
+  LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    const std::int64_t block = config.at("block"), items = config.at("items");
+    const std::int64_t units = unit_count(p, static_cast<KernelKind>(config.at("kernel")),
+                                          static_cast<Strategy>(config.at("strategy")),
+                                          static_cast<int>(config.at("pack")));
+    const std::int64_t needed = std::max<std::int64_t>(1, (units + block * items - 1) / (block * items));
+    const std::int64_t per_wave = std::max<std::int64_t>(
+        1, std::int64_t{device.sm_count} * std::max<std::int64_t>(1, device.max_threads_per_sm / block));
+    LaunchShape s;
+    s.grid.x = static_cast<unsigned>(std::min(needed, per_wave * config.at("waves")));
+    s.block.x = static_cast<unsigned>(block);
+    return s;
+  }
+
+  void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,
+                   std::span<void* const> outputs, KernelArgs& args) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    args.push(make_params(p, static_cast<KernelKind>(config.at("kernel")),
+                          static_cast<Strategy>(config.at("strategy")), static_cast<int>(config.at("pack")),
+                          inputs[0], outputs[0]));
+  }
+
+  Workload workload(const Problem& problem, std::uint64_t seed) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    Workload w;
+    w.inputs.push_back(random_source(p, seed));
+    const std::size_t bytes = static_cast<std::size_t>(p.dst_numel()) * dtype_size(p.dtype());
+    w.output_bytes = {bytes};
+    // The scatter accumulates into grad_input, which the op zeroes first; zeros stand in for that here (every
+    // gather candidate of the same problem then writes over them, and the inputs are never zero).
+    if (p.backward() && !p.packed_2x()) w.initial_outputs.push_back(std::vector<std::byte>(bytes));
+    return w;
+  }
+
+  std::vector<std::vector<std::byte>> reference(const Problem& problem, const Workload& w) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    return {reference_output(p, w.inputs.at(0))};
+  }
+
+  OutputCheck output_check(const Problem& problem, std::size_t) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    // The forward copies elements and the gathers sum in the reference's order: exact. The scatter adds a
+    // window's K parts in any order, 16-bit types in their own precision: fewer than 2K roundings (each run a
+    // thread pre-sums, then each atomic), each of at most a unit roundoff of a partial sum below 4K (|values| < 4).
+    const std::int64_t k = p.max_window_h() * p.max_window_w();
+    if (!p.backward() || p.packed_2x() || k <= 1) return {p.dtype(), 0.0, 0.0};
+    const double unit = p.dtype() == DType::kFloat32 ? std::ldexp(1.0, -24)
+                        : p.dtype() == DType::kFloat16 ? std::ldexp(1.0, -11)
+                                                       : std::ldexp(1.0, -8);
+    return {p.dtype(), 2 * unit, static_cast<double>(2 * k * k) * 4.0 * unit};
+  }
+
+  std::vector<std::pair<std::string, std::string>> default_suite() const override {
+    std::vector<std::pair<std::string, std::string>> cases;
+    struct Shape {
+      int n, c, h, w;
+    };
+    for (const char* layout : {"nchw", "nhwc"})
+      for (const char* dtype : {"float32", "float16"})
+        for (Shape s : {Shape{16, 32, 80, 80}, Shape{2, 640, 64, 64}, Shape{8, 256, 128, 128}})
+          for (const char* dir : {"fwd", "bwd"}) {
+            const std::string dims = std::to_string(s.n) + "x" + std::to_string(s.c) + "x" + std::to_string(s.h) +
+                                     "x" + std::to_string(s.w);
+            UpsampleNearest2d shape;
+            shape.n = s.n;
+            shape.c = s.c;
+            shape.in_h = s.h;
+            shape.in_w = s.w;
+            shape.scale_h = shape.scale_w = 2.0;
+            shape.layout = std::string(layout) == "nhwc" ? ImageLayout::kNHWC : ImageLayout::kNCHW;
+            shape.dtype = parse_dtype(dtype);
+            const UpsampleProblem problem(std::string(dir) == "bwd" ? Direction::kBackward : Direction::kForward,
+                                          shape);
+            cases.emplace_back("upsample2x_" + std::string(dir) + "_" + dtype + "_" + dims +
+                                   (std::string(layout) == "nhwc" ? "_nhwc" : ""),
+                               problem.signature());
+          }
+    // Beyond the public rows: the general kernels (x3 NCHW float32, x1.5 NHWC float16), forward and backward.
+    for (const char* dir : {"forward", "backward"}) {
+      const std::string d = std::string(dir) == "forward" ? "fwd" : "bwd";
+      cases.emplace_back("upsample3x_" + d + "_float32_8x128x64x64",
+                         "c=128;direction=" + std::string(dir) + ";dtype=float32;in_h=64;in_w=64;layout=nchw;"
+                         "mode=nearest;n=8;out_h=192;out_w=192;scale_h=3;scale_w=3");
+      cases.emplace_back("upsample1p5x_" + d + "_float16_8x128x96x96_nhwc",
+                         "c=128;direction=" + std::string(dir) + ";dtype=float16;in_h=96;in_w=96;layout=nhwc;"
+                         "mode=nearest;n=8;out_h=144;out_w=144;scale_h=1.5;scale_w=1.5");
+    }
+    return cases;
+  }
+
+ private:
+  Space space_;
+};
+
+}  // namespace
+
+const Family& upsample_nearest2d_family() {
+  static const UpsampleFamily family;
+  return family;
+}
+
+}  // namespace upn
+}  // namespace jitune

@@ -1,0 +1,50 @@
+// libFuzzer target: cache import. Arbitrary bytes as a JSON Lines file go through line parsing, shape checks, the
+// registry validator and the import transaction; anything but a clean report or a jitune::Error is a bug.
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+
+#include "cache/store.hpp"
+
+namespace {
+
+const std::filesystem::path& dir() {
+  static const std::filesystem::path d = [] {
+    auto p = std::filesystem::temp_directory_path() / ("jitune_fuzz_import_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static jitune::cache::Store store(dir() / "fuzz.sqlite", jitune::cache::OpenMode::kReadWrite);
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  // Line parser alone, every line.
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    try {
+      auto r = jitune::cache::from_json_line(text.substr(start, end - start));
+      (void)jitune::cache::check_record_shape(r);
+      (void)jitune::cache::validate_with_registry(r);
+      (void)jitune::cache::to_json_line(r);
+    } catch (const jitune::Error&) {
+    }
+    start = end + 1;
+  }
+  // The whole import path through a file.
+  const auto file = dir() / "in.jsonl";
+  std::ofstream(file, std::ios::binary | std::ios::trunc).write(text.data(), static_cast<std::streamsize>(text.size()));
+  try {
+    auto report = store.import_jsonl(file, jitune::cache::validate_with_registry);
+    if (report.added + report.replaced + report.kept + report.rejected > text.size() + 1) __builtin_trap();
+  } catch (const jitune::Error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,89 @@
+// Fault isolation while tuning: candidates that hit an illegal address, trap, loop forever or compute the wrong
+// result are recorded with their reason, the worker is restarted, tuning goes on, every verdict is in the store,
+// and the caller's own CUDA context is untouched.
+#include <jitune/jitune.hpp>
+
+#include "gpu_util.hpp"
+#include "tests/support/faulty_families.hpp"
+#include "tuner/tuner.hpp"
+
+namespace jitune {
+namespace {
+
+TEST_CASE("a tuning run survives faulting, trapping, hanging and wrong candidates") {
+  test::register_faulty_families();
+  test::TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& fam = family("test_faults");
+  auto problem = fam.make_problem({{"n", "100003"}});
+  tuner::TuneOptions opt;
+  opt.isolation = tuner::TuneOptions::Isolation::kWorker;
+  opt.worker = JITUNE_TEST_WORKER;
+  opt.candidate_timeout_s = 4;
+  opt.min_time_ms = 0.1;
+  tuner::TuneReport r = tuner::tune(rt, fam, *problem, opt);
+  CHECK(r.isolated);
+  REQUIRE(r.candidates.size() == 10);
+  for (const auto& c : r.candidates) {
+    INFO(c.config.text(), ": ", c.status, " ", c.reason);
+    switch (c.config.at("mode")) {
+      case test::kGood: CHECK((c.status == "ok" || c.status == "cut")); break;
+      case test::kIllegalAddress:
+        CHECK(c.status == "launch_failed");
+        CHECK(c.reason.find("ILLEGAL_ADDRESS") != std::string::npos);
+        break;
+      case test::kTrap: CHECK(c.status == "launch_failed"); break;
+      case test::kEndlessLoop:
+        CHECK(c.status == "timeout");
+        CHECK(c.reason.find("killed") != std::string::npos);
+        break;
+      case test::kWrongResult:
+        CHECK(c.status == "wrong_result");
+        CHECK(c.reason.find("differ") != std::string::npos);
+        break;
+    }
+  }
+  CHECK(r.best.at("mode") == test::kGood);
+  CHECK(r.worker_restarts >= 6);  // 2 illegal addresses, 2 traps, 2 endless loops
+  CHECK(r.stored);
+  // Every verdict, failures included, is in the store with its reason.
+  auto key = rt.impl().record_key(fam, *problem);
+  auto ms = rt.impl().user_store->measurements(key);
+  CHECK(ms.size() == 10);
+  int timeouts = 0;
+  for (const auto& m : ms) timeouts += m.status == "timeout";
+  CHECK(timeouts == 2);
+  // The caller's context still works.
+  test::Buffer a(4096), b(4096);
+  a.upload(test::random_values(DType::kFloat32, 1024, 1), 0);
+  elementwise(rt, "y = x + 1", {a.at(0)}, b.at(0), 1024, DType::kFloat32);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+}
+
+TEST_CASE("tuning in process is the fallback when no worker is wanted") {
+  test::TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  auto problem = family("elementwise").make_problem({{"expr", "z = x - y"}, {"dtype", "float16"}, {"n", "50001"}});
+  tuner::TuneOptions opt;
+  opt.isolation = tuner::TuneOptions::Isolation::kInProcess;
+  opt.strategy = tuner::Strategy::kRandom;
+  opt.budget = 6;
+  opt.min_time_ms = 0.1;
+  tuner::TuneReport r = tuner::tune(rt, family("elementwise"), *problem, opt);
+  CHECK_FALSE(r.isolated);
+  CHECK(r.best_us > 0);
+}
+
+TEST_CASE("a missing worker is a clear error when isolation is required") {
+  test::TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  auto problem = family("elementwise").make_problem({{"expr", "z = x"}, {"dtype", "float32"}, {"n", "100"}});
+  tuner::TuneOptions opt;
+  opt.isolation = tuner::TuneOptions::Isolation::kWorker;
+  opt.worker = (dir.path / "no-such-worker").string();
+  CHECK_THROWS_WITH_AS(tuner::tune(rt, family("elementwise"), *problem, opt), doctest::Contains("no-such-worker"),
+                       Error);
+}
+
+}  // namespace
+}  // namespace jitune

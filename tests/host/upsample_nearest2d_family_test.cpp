@@ -1,0 +1,364 @@
+// The upsample_nearest2d family without a GPU: PyTorch's index rules against hand-worked tables (fractional scales,
+// nearest and nearest-exact, forward and backward windows), problem validation and signatures, the 2x rule, the
+// constraints and heuristic, the pointer rule, the CPU reference, and an NVRTC compile of the space for sm_80 and
+// sm_90 (every kernel template, both layouts, every dtype).
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "runtime/compiler.hpp"
+#include "templates/host_float.hpp"
+#include "templates/sources.hpp"
+#include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
+#include "tuner/tuner.hpp"
+
+namespace jitune {
+namespace {
+
+using upn::Direction;
+using upn::KernelKind;
+using upn::Strategy;
+using upn::UpsampleProblem;
+
+const Family& fam() { return upn::upsample_nearest2d_family(); }
+
+UpsampleNearest2d shape(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t oh,
+                        std::int64_t ow, DType dtype = DType::kFloat32, ImageLayout layout = ImageLayout::kNCHW,
+                        NearestMode mode = NearestMode::kNearest) {
+  UpsampleNearest2d s;
+  s.n = n;
+  s.c = c;
+  s.in_h = h;
+  s.in_w = w;
+  s.out_h = oh;
+  s.out_w = ow;
+  s.dtype = dtype;
+  s.layout = layout;
+  s.mode = mode;
+  return s;
+}
+
+UpsampleNearest2d scaled(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, double sh, double sw,
+                         DType dtype = DType::kFloat32, ImageLayout layout = ImageLayout::kNCHW) {
+  UpsampleNearest2d s = shape(n, c, h, w, 0, 0, dtype, layout);
+  s.scale_h = sh;
+  s.scale_w = sw;
+  return s;
+}
+
+// Forward source indices of one dimension: in -> out with an optional scale factor.
+std::vector<std::int64_t> sources(std::int64_t in, std::int64_t out, std::optional<double> factor, NearestMode mode) {
+  const float step = upn::forward_step(in, out, factor);
+  std::vector<std::int64_t> v;
+  for (std::int64_t d = 0; d < out; ++d) v.push_back(upn::source_index(d, step, in, mode));
+  return v;
+}
+
+// Backward window starts 0..in of one dimension.
+std::vector<std::int64_t> starts(std::int64_t in, std::int64_t out, std::optional<double> factor, NearestMode mode) {
+  const float step = upn::backward_step(in, out, factor);
+  std::vector<std::int64_t> v;
+  for (std::int64_t i = 0; i <= in; ++i) v.push_back(upn::window_start(i, step, out, mode));
+  return v;
+}
+
+using V = std::vector<std::int64_t>;
+constexpr NearestMode kNearest = NearestMode::kNearest;
+constexpr NearestMode kExact = NearestMode::kNearestExact;
+
+}  // namespace
+
+TEST_CASE("upsample_nearest2d is registered and its template is embedded") {
+  CHECK(&family("upsample_nearest2d") == &fam());
+  const std::string src = template_source("upsample_nearest2d/upsample_nearest2d.cuh");
+  CHECK(src.find("forward_2x") != std::string::npos);
+  CHECK(src.find("backward_2x") != std::string::npos);
+  CHECK(template_hash("upsample_nearest2d/upsample_nearest2d.cuh").size() == 16);
+}
+
+TEST_CASE("forward index rule: hand-worked tables for fractional scales") {
+  // 5 -> 7, step 5/7 = 0.714285731f: floor(d * step) = 0, 0.71, 1.43, 2.14, 2.86, 3.57, 4.29.
+  CHECK(sources(5, 7, std::nullopt, kNearest) == V{0, 0, 1, 2, 2, 3, 4});
+  // nearest-exact: floor((d + 0.5) * step) = 0.36, 1.07, 1.79, 2.5, 3.21, 3.93, 4.64.
+  CHECK(sources(5, 7, std::nullopt, kExact) == V{0, 1, 1, 2, 3, 3, 4});
+  // scale_factor 1.5 on 5: size floor(7.5) = 7, step float(1 / 1.5) = 0.666666687f; 3 * step = 2.0000001 -> 2.
+  CHECK(upn::derived_size(5, 1.5) == 7);
+  CHECK(sources(5, 7, 1.5, kNearest) == V{0, 0, 1, 2, 2, 3, 4});
+  // 3 -> 8 (x 2.67): step 0.375; exact (d + 0.5) * 0.375 = 0.19, 0.56, 0.94, 1.31, 1.69, 2.06, 2.44, 2.81.
+  CHECK(sources(3, 8, std::nullopt, kNearest) == V{0, 0, 0, 1, 1, 1, 2, 2});
+  CHECK(sources(3, 8, std::nullopt, kExact) == V{0, 0, 0, 1, 1, 2, 2, 2});
+  // Downsampling 7 -> 3: step 2.3333333f; exact 1.17, 3.5, 5.83.
+  CHECK(sources(7, 3, std::nullopt, kNearest) == V{0, 2, 4});
+  CHECK(sources(7, 3, std::nullopt, kExact) == V{1, 3, 5});
+  // scale_factor 0.5 on 8: size 4, step 2.
+  CHECK(upn::derived_size(8, 0.5) == 4);
+  CHECK(sources(8, 4, 0.5, kNearest) == V{0, 2, 4, 6});
+  CHECK(sources(8, 4, 0.5, kExact) == V{1, 3, 5, 7});
+  // x3 and x2 are exact: d / 3 and d / 2.
+  CHECK(sources(2, 6, 3.0, kNearest) == V{0, 0, 0, 1, 1, 1});
+  CHECK(sources(3, 6, std::nullopt, kExact) == V{0, 0, 1, 1, 2, 2});
+  // The float step rounds: 2 -> 82 gives step 0.0243902430f and 41 * step = 0.99999994 -> 0, not 1.
+  CHECK(sources(2, 82, std::nullopt, kNearest)[41] == 0);
+  // A size given with a factor that does not match it: the factor sets the rule (aten's contract), clamped.
+  CHECK(sources(4, 6, 3.0, kNearest) == V{0, 0, 0, 1, 1, 1});
+  CHECK(sources(4, 3, 0.5, kNearest) == V{0, 2, 3});
+}
+
+TEST_CASE("backward window rule: hand-worked starts, PyTorch's (not always the forward's adjoint)") {
+  // 3 -> 8: step 8/3 = 2.66666675f; ceil(i * step) = 0, 3, 6, ceil(8.0) = 8.
+  CHECK(starts(3, 8, std::nullopt, kNearest) == V{0, 3, 6, 8});
+  // nearest-exact: ceil(i * step - 0.5) = 0, 3, 5, 8 (matches the exact forward table above).
+  CHECK(starts(3, 8, std::nullopt, kExact) == V{0, 3, 5, 8});
+  // x2: [2i, 2i + 2) in both modes.
+  CHECK(starts(4, 8, 2.0, kNearest) == V{0, 2, 4, 6, 8});
+  CHECK(starts(4, 8, 2.0, kExact) == V{0, 2, 4, 6, 8});
+  // Downsampling 8 -> 4 (factor 0.5): windows of 0 and 1 elements, the odd inputs receive nothing.
+  CHECK(starts(8, 4, 0.5, kNearest) == V{0, 1, 1, 2, 2, 3, 3, 4, 4});
+  CHECK(starts(8, 4, 0.5, kExact) == V{0, 0, 1, 1, 2, 2, 3, 3, 4});
+  // 2 -> 82: the window step 41 puts output 41 in input 1's window although the forward reads input 0 there.
+  CHECK(starts(2, 82, std::nullopt, kNearest) == V{0, 41, 82});
+  // nearest-exact rounds once (nvcc's FMA): 6 -> 1, step 0.166666672f, 3 * step - 0.5 = 2.2e-8 > 0 -> 1.
+  CHECK(starts(6, 1, std::nullopt, kExact) == V{0, 0, 0, 1, 1, 1, 1});
+  // A window end never passes the output.
+  CHECK(starts(5, 7, 1.5, kNearest) == V{0, 2, 3, 5, 6, 7});
+}
+
+TEST_CASE("problem: validation, resolved sizes, signature round trip, group") {
+  UpsampleProblem p(Direction::kForward, scaled(2, 3, 5, 7, 1.5, 2.0, DType::kFloat16, ImageLayout::kNHWC));
+  CHECK(p.shape().out_h == 7);
+  CHECK(p.shape().out_w == 14);
+  CHECK(p.signature() ==
+        "c=3;direction=forward;dtype=float16;in_h=5;in_w=7;layout=nhwc;mode=nearest;n=2;out_h=7;out_w=14;"
+        "scale_h=1.5;scale_w=2");
+  CHECK(fam().parse_problem(p.signature())->signature() == p.signature());
+  CHECK(p.group() == "float16|nhwc|forward|general");
+  CHECK(p.bytes_moved() == (2 * 3 * 5 * 7 + 2 * 3 * 7 * 14) * 2.0);
+  CHECK(upsample_nearest2d_signature(scaled(1, 1, 4, 4, 2, 2), true) ==
+        "c=1;direction=backward;dtype=float32;in_h=4;in_w=4;layout=nchw;mode=nearest;n=1;out_h=8;out_w=8;"
+        "scale_h=2;scale_w=2");
+  auto cli = fam().make_problem({{"dtype", "bf16"}, {"n", "1"}, {"c", "4"}, {"in_h", "3"}, {"in_w", "3"},
+                                 {"scale_h", "3"}, {"out_w", "5"}, {"mode", "nearest-exact"},
+                                 {"direction", "backward"}});
+  CHECK(cli->signature() ==
+        "c=4;direction=backward;dtype=bfloat16;in_h=3;in_w=3;layout=nchw;mode=nearest-exact;n=1;out_h=9;out_w=5;"
+        "scale_h=3;scale_w=none");
+
+  auto throws = [](const UpsampleNearest2d& s, const char* text) {
+    try {
+      UpsampleProblem bad(Direction::kForward, s);
+      FAIL("no exception for ", text);
+    } catch (const InvalidArgument& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(text) != std::string::npos);
+    }
+  };
+  throws(shape(1, 1, 0, 4, 8, 8), "at least 1x1");
+  throws(shape(-1, 1, 4, 4, 8, 8), "must be >= 0");
+  throws(shape(1, 1, 4, 4, -8, 8), "is negative");
+  throws(shape(1, 1, 4, 4, 0, 8), "both missing");
+  throws(scaled(1, 1, 4, 4, 0.0, 2.0), "positive finite");
+  throws(scaled(1, 1, 4, 4, -2.0, 2.0), "positive finite");
+  throws(scaled(1, 1, 3, 4, 0.3, 2.0), "output size of 0");
+  throws(shape(1, 1, 4, 4, 8, 8, DType::kInt32), "not supported");
+  throws(shape(1, 1, 4, 4, std::int64_t{1} << 32, 8), "below 2^31");
+  throws(shape(std::int64_t{1} << 40, std::int64_t{1} << 20, 64, 64, 64, 64), "too many elements");
+  CHECK_THROWS_AS(fam().make_problem({{"dtype", "float32"}, {"n", "1"}, {"c", "1"}, {"in_h", "2"}}), InvalidArgument);
+  CHECK_THROWS_AS(fam().make_problem({{"dtype", "float32"}, {"n", "1"}, {"c", "1"}, {"in_h", "2"}, {"in_w", "2"},
+                                      {"out_h", "4"}, {"out_w", "4"}, {"layout", "nhcw"}}),
+                  InvalidArgument);
+  CHECK_THROWS_AS(fam().make_problem({{"dtype", "float32"}, {"n", "1"}, {"c", "1"}, {"in_h", "2"}, {"in_w", "2"},
+                                      {"scale_h", "two"}, {"out_w", "4"}}),
+                  InvalidArgument);
+  CHECK_THROWS_AS(fam().make_problem({{"dtype", "float32"}, {"n", "1"}, {"c", "1"}, {"in_h", "2"}, {"in_w", "2"},
+                                      {"out_h", "4"}, {"out_w", "4"}, {"bogus", "1"}}),
+                  InvalidArgument);
+}
+
+TEST_CASE("the 2x rule: exact x2 in both dimensions, forward and backward") {
+  for (Direction d : {Direction::kForward, Direction::kBackward}) {
+    CHECK(UpsampleProblem(d, scaled(2, 3, 5, 7, 2, 2)).packed_2x());
+    CHECK(UpsampleProblem(d, shape(2, 3, 5, 7, 10, 14)).packed_2x());
+    CHECK(UpsampleProblem(d, shape(2, 3, 5, 7, 10, 14, DType::kFloat16, ImageLayout::kNHWC, kExact)).packed_2x());
+    // 5 x 2.1 = 10.5 -> 10 rows, but the rule is x 1/2.1, not x2.
+    CHECK_FALSE(UpsampleProblem(d, scaled(2, 3, 5, 5, 2.1, 2.0)).packed_2x());
+    CHECK_FALSE(UpsampleProblem(d, shape(2, 3, 5, 7, 10, 15)).packed_2x());
+    CHECK_FALSE(UpsampleProblem(d, scaled(2, 3, 5, 7, 3, 3)).packed_2x());
+  }
+  UpsampleProblem copy(Direction::kBackward, scaled(1, 1, 6, 6, 1.1, 1.1));  // 6 x 1.1 = 6.6 -> 6: equal sizes
+  CHECK(copy.copy());
+  CHECK(copy.max_window_h() == 1);
+  UpsampleProblem three(Direction::kBackward, scaled(1, 1, 5, 5, 3, 3));
+  CHECK(three.max_window_h() == 3);
+  CHECK(three.max_window_w() == 3);
+}
+
+TEST_CASE("constraints: kernel by rule, scatter only in the general backward, packs divide their row") {
+  const DeviceInfo dev = nominal_device(90);
+  auto legal = [&](const Problem& p) {
+    std::size_t pruned = 0;
+    auto c = tuner::legal_candidates(fam(), p, dev, pruned);
+    CHECK(c.size() + pruned == fam().space().size());
+    CHECK(c.front() == fam().heuristic(p, dev));
+    return c;
+  };
+  UpsampleProblem fwd2x(Direction::kForward, scaled(16, 32, 80, 80, 2, 2));
+  for (const Config& c : legal(fwd2x)) {
+    CHECK(c.at("kernel") == 1);
+    CHECK(c.at("strategy") == 0);
+    CHECK(c.at("pack") <= 4);
+  }
+  CHECK(fam().heuristic(fwd2x, dev).at("pack") == 2);  // 8-byte loads, 16-byte pair stores
+  UpsampleProblem odd(Direction::kForward, scaled(1, 3, 5, 7, 2, 2, DType::kFloat16));  // W = 7: pack 1 only
+  for (const Config& c : legal(odd)) CHECK(c.at("pack") == 1);
+  UpsampleProblem general_bwd(Direction::kBackward, scaled(2, 12, 9, 10, 1.5, 1.5, DType::kBFloat16,
+                                                           ImageLayout::kNHWC));
+  bool scatter = false, gather = false;
+  for (const Config& c : legal(general_bwd)) {
+    CHECK(c.at("kernel") == 0);
+    CHECK(12 % c.at("pack") == 0);
+    scatter |= c.at("strategy") == 1;
+    gather |= c.at("strategy") == 0;
+  }
+  CHECK(scatter);
+  CHECK(gather);
+  CHECK(fam().heuristic(general_bwd, dev).at("pack") == 4);
+  const Config wrong_kernel{{"kernel", 0}, {"strategy", 0}, {"pack", 4}, {"block", 256}, {"items", 1}, {"waves", 1}};
+  CHECK(fam().check(fwd2x, wrong_kernel, dev).find("by rule") != std::string::npos);
+  Config scatter_fwd = wrong_kernel;
+  scatter_fwd.set("kernel", 1);
+  scatter_fwd.set("strategy", 1);
+  CHECK(fam().check(fwd2x, scatter_fwd, dev).find("general backward only") != std::string::npos);
+  Config wide = wrong_kernel;
+  wide.set("kernel", 1);
+  wide.set("pack", 8);
+  CHECK(fam().check(fwd2x, wide, dev).find("16 bytes") != std::string::npos);
+}
+
+TEST_CASE("pointer rule: the widest pack the shape and pointers allow, general fallback for the 2x kernel") {
+  alignas(64) static char mem[512];
+  UpsampleProblem fwd(Direction::kForward, scaled(1, 2, 4, 8, 2, 2));  // float, W = 8
+  CHECK(upn::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem, mem + 256) == 4);
+  CHECK(upn::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem + 8, mem + 256) == 2);
+  // Output one float off: not even pairs fit the 2x kernel; the general gather takes pack 1.
+  CHECK(upn::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem, mem + 260) == 0);
+  CHECK(upn::usable_pack(fwd, KernelKind::kGeneral, Strategy::kGather, 4, mem, mem + 260) == 1);
+  // NCHW gathers load scalars: the input pointer does not limit them.
+  CHECK(upn::usable_pack(fwd, KernelKind::kGeneral, Strategy::kGather, 4, mem + 4, mem + 256) == 4);
+  UpsampleProblem nhwc(Direction::kForward, scaled(1, 6, 4, 4, 2, 2, DType::kFloat16, ImageLayout::kNHWC));
+  CHECK(upn::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem, mem + 256) == 2);  // 6 channels
+  CHECK(upn::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem + 2, mem + 256) == 1);
+  UpsampleProblem bwd(Direction::kBackward, scaled(1, 1, 4, 6, 1.5, 1.5));  // out_w = 9: scatter walks rows of 9
+  CHECK(upn::usable_pack(bwd, KernelKind::kGeneral, Strategy::kScatter, 4, mem, mem + 4) == 1);
+  CHECK(upn::usable_pack(bwd, KernelKind::kGeneral, Strategy::kGather, 4, mem, mem + 8) == 2);
+  const upn::Params params = upn::make_params(bwd, KernelKind::kGeneral, Strategy::kGather, 2, mem, mem + 8);
+  CHECK(params.units == 4 * 6 / 2);
+  CHECK(params.dst_numel == 24);
+  CHECK(params.scale_h == 1.5f);
+  CHECK(params.identity_h == 0);
+}
+
+TEST_CASE("CPU reference: forward copies the picked element, backward sums windows in float") {
+  // 1 x 2 x 2 x 3 -> 3 x 4 (nearest): rows {0, 0, 1}, columns {0, 0, 1, 2}.
+  UpsampleProblem fwd(Direction::kForward, shape(1, 2, 2, 3, 3, 4));
+  Workload w = fam().workload(fwd, 7);
+  REQUIRE(w.inputs.size() == 1);
+  REQUIRE(w.inputs[0].size() == 12 * 4);
+  REQUIRE(w.initial_outputs.empty());
+  auto out = fam().reference(fwd, w)[0];
+  const std::int64_t rows[] = {0, 0, 1}, cols[] = {0, 0, 1, 2};
+  for (int c = 0; c < 2; ++c)
+    for (int y = 0; y < 3; ++y)
+      for (int x = 0; x < 4; ++x) {
+        const double in = load_element(DType::kFloat32, w.inputs[0].data(), (c * 2 + rows[y]) * 3 + cols[x]);
+        CHECK(in != 0.0);
+        CHECK(load_element(DType::kFloat32, out.data(), (c * 3 + y) * 4 + x) == in);
+      }
+  // The same in NHWC: pixel (y, x) holds both channels of input pixel (rows[y], cols[x]).
+  UpsampleProblem fwd_nhwc(Direction::kForward, shape(1, 2, 2, 3, 3, 4, DType::kFloat32, ImageLayout::kNHWC));
+  auto out_nhwc = fam().reference(fwd_nhwc, w)[0];
+  for (int y = 0; y < 3; ++y)
+    for (int x = 0; x < 4; ++x)
+      for (int c = 0; c < 2; ++c)
+        CHECK(load_element(DType::kFloat32, out_nhwc.data(), (y * 4 + x) * 2 + c) ==
+              load_element(DType::kFloat32, w.inputs[0].data(), (rows[y] * 3 + cols[x]) * 2 + c));
+  // Backward 1 x 1 x 3 x 2 <- 1 x 1 x 8 x 3: row windows [0,3) [3,6) [6,8), column windows [0,2) [2,3).
+  UpsampleProblem bwd(Direction::kBackward, shape(1, 1, 3, 2, 8, 3, DType::kFloat16));
+  Workload g = fam().workload(bwd, 11);
+  REQUIRE(g.inputs[0].size() == 24 * 2);
+  REQUIRE(g.initial_outputs.size() == 1);  // the scatter strategy needs grad_input zeroed
+  auto gin = fam().reference(bwd, g)[0];
+  const int h0[] = {0, 3, 6, 8}, w0[] = {0, 2, 3};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) {
+      float acc = 0.0f;
+      for (int y = h0[i]; y < h0[i + 1]; ++y)
+        for (int x = w0[j]; x < w0[j + 1]; ++x)
+          acc += static_cast<float>(load_element(DType::kFloat16, g.inputs[0].data(), y * 3 + x));
+      CHECK(load_element(DType::kFloat16, gin.data(), i * 2 + j) == half_bits_to_float(float_to_half_bits(acc)));
+    }
+  // Exact comparisons except where the scatter may reorder a window's sum.
+  CHECK(fam().output_check(fwd, 0).rtol == 0.0);
+  CHECK(fam().output_check(UpsampleProblem(Direction::kBackward, scaled(1, 1, 4, 4, 2, 2)), 0).atol == 0.0);
+  CHECK(fam().output_check(bwd, 0).atol > 0.0);
+  // Workloads are random, never zero, and change with the seed.
+  Workload w2 = fam().workload(fwd, 8);
+  CHECK(w2.inputs[0] != w.inputs[0]);
+}
+
+TEST_CASE("64-bit indices by rule for tensors past 2^30 elements") {
+  UpsampleProblem big(Direction::kForward, scaled(128, 256, 128, 128, 2, 2));  // 2^29 in, 2^31 out
+  CHECK(big.index64());
+  CHECK(fam().source(big, fam().heuristic(big, nominal_device(90))).name_expression.find("long long") !=
+        std::string::npos);
+  UpsampleProblem small(Direction::kForward, scaled(8, 256, 128, 128, 2, 2));
+  CHECK_FALSE(small.index64());
+}
+
+TEST_CASE("the default suite holds the 12 public cases, their NHWC twins and 4 general-scale cases") {
+  auto suite = fam().default_suite();
+  REQUIRE(suite.size() == 28);
+  CHECK(suite[0].first == "upsample2x_fwd_float32_16x32x80x80");
+  CHECK(suite[5].first == "upsample2x_bwd_float32_8x256x128x128");
+  CHECK(suite[12].first == "upsample2x_fwd_float32_16x32x80x80_nhwc");
+  for (std::size_t i = 0; i < suite.size(); ++i) {
+    auto p = fam().parse_problem(suite[i].second);
+    INFO(suite[i].first);
+    CHECK(p->signature() == suite[i].second);
+    CHECK(static_cast<const UpsampleProblem&>(*p).packed_2x() == (i < 24));
+  }
+}
+
+TEST_CASE("NVRTC compiles the space for sm_80 and sm_90: every kernel, both layouts, every dtype") {
+  Compiler compiler;
+  struct Case {
+    Direction direction;
+    UpsampleNearest2d shape;
+    int cc;
+  };
+  UpsampleNearest2d exact_nhwc = scaled(2, 8, 5, 6, 1.5, 0.5, DType::kBFloat16, ImageLayout::kNHWC);
+  exact_nhwc.mode = kExact;
+  const Case cases[] = {
+      {Direction::kForward, scaled(2, 3, 8, 8, 2, 2), 90},                                          // 2x NCHW
+      {Direction::kForward, scaled(2, 8, 5, 7, 2, 2, DType::kFloat16, ImageLayout::kNHWC), 80},     // 2x NHWC
+      {Direction::kForward, scaled(2, 3, 5, 8, 1.5, 3, DType::kBFloat16), 80},                      // general NCHW
+      {Direction::kForward, exact_nhwc, 90},                                                        // general NHWC
+      {Direction::kBackward, scaled(2, 3, 8, 8, 2, 2, DType::kFloat16), 80},                        // 2x NCHW
+      {Direction::kBackward, scaled(2, 8, 5, 7, 2, 2, DType::kBFloat16, ImageLayout::kNHWC), 90},   // 2x NHWC
+      {Direction::kBackward, scaled(2, 3, 5, 8, 1.5, 1.5), 90},                 // gather + scatter NCHW
+      {Direction::kBackward, exact_nhwc, 80},                                    // gather + scatter NHWC, bf16
+  };
+  for (const Case& c : cases) {
+    UpsampleProblem p(c.direction, c.shape);
+    auto r = tuner::dry_run(compiler, fam(), p, nominal_device(c.cc), 0);
+    INFO("sm_", c.cc, " ", p.signature());
+    REQUIRE(!r.candidates.empty());
+    for (const auto& cand : r.candidates) {
+      INFO(cand.config.text(), "\n", cand.reason);
+      CHECK(cand.status == "ok");
+      CHECK(cand.resources.registers > 0);
+      CHECK(cand.resources.spill_store_bytes == 0);
+    }
+  }
+}
+
+}  // namespace jitune

@@ -1,0 +1,163 @@
+// The jitune command line: options, subcommands, dispatch to the commands.
+#include "tuner/cli/app.hpp"
+
+#include <iostream>
+
+#include <jitune/error.hpp>
+
+#include "templates/family.hpp"
+
+namespace jitune::cli {
+
+void CliApp::add_problem_options(CLI::App& parent, FamilyOptions& into, const std::string& what) {
+  for (const Family* f : families()) {
+    const std::string name(f->name());
+    CLI::App* sub = parent.add_subcommand(name, what + " for the " + name + " family");
+    sub->fallthrough();  // --json, --dry-run, ... may follow the family name
+    for (const auto& opt : f->problem_options()) sub->add_option("--" + opt.name, into.values[name][opt.name], opt.help);
+    into.subs[name] = sub;
+  }
+}
+
+std::map<std::string, std::string> CliApp::given(CLI::App* sub, const std::map<std::string, std::string>& values) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : values)
+    if (sub->count("--" + k) > 0) out[k] = v;
+  return out;
+}
+
+std::pair<std::string, std::map<std::string, std::string>> CliApp::chosen(const FamilyOptions& f) const {
+  for (const auto& [name, sub] : f.subs)
+    if (*sub) return {name, given(sub, f.values.at(name))};
+  return {};
+}
+
+CliApp::CliApp() {
+  app_.require_subcommand(1);
+  app_.fallthrough();
+  app_.add_flag("--json", common_.json, "machine-readable JSON on stdout");
+  app_.add_option("--cache", common_.cache, "user tuning cache file (default $JITUNE_CACHE_DIR/tuning.sqlite or "
+                                            "~/.cache/jitune/tuning.sqlite)");
+  app_.add_flag("--no-shipped", common_.no_shipped, "ignore the shipped (pre-tuned) caches");
+  app_.add_option("--device", common_.device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
+
+  devices_ = app_.add_subcommand("devices", "list CUDA devices and their facts");
+
+  TuneArgs& t = tune_args_;
+  tune_ = app_.add_subcommand("tune", "tune one problem (jitune tune elementwise --expr ... --dtype ... --n ...) or a "
+                                      "suite (jitune tune --suite default)");
+  tune_->fallthrough();
+  tune_->add_option("--suite", t.suite, "tune a named suite of public cases")->check(CLI::IsMember({"default"}));
+  tune_->add_option("--family", t.only_families, "with --suite: only these families");
+  tune_->add_option("--strategy", t.strategy, "exhaustive or random")->check(CLI::IsMember({"exhaustive", "random"}));
+  tune_->add_option("--budget", t.budget, "random strategy: candidates to try")->check(CLI::PositiveNumber);
+  tune_->add_option("--seed", t.seed, "seed for inputs and sampling (default: fresh)");
+  tune_->add_option("--min-time-ms", t.min_time_ms, "minimum timed milliseconds per candidate")
+      ->check(CLI::Range(0.01, 10000.0));
+  tune_->add_option("--threads", t.threads, "NVRTC compile threads (default: all cores)");
+  tune_->add_flag("--dry-run", t.dry_run, "compile the whole space with NVRTC (no GPU needed) and report registers / "
+                                          "spills per config");
+  tune_->add_option("--arch", t.arch, "dry run target architecture")->check([](const std::string& a) {
+    const bool ok = a.size() >= 5 && a.size() <= 7 && a.rfind("sm_", 0) == 0 &&
+                    a.find_first_not_of("0123456789", 3) == std::string::npos;
+    return ok ? std::string() : "expected sm_XY, e.g. sm_90";
+  });
+  tune_->add_flag("--no-store", t.no_store, "do not write results to the cache");
+  tune_->add_option("--l2", t.l2, "how repetitions see the L2: auto (warm back-to-back below 4x L2, single launches "
+                                  "above), warm, or flush (single launches, L2 flushed before each)")
+      ->check(CLI::IsMember({"auto", "warm", "flush"}));
+  tune_->add_flag("--in-process", t.in_process, "measure candidates in this process instead of a worker process "
+                                                "(a faulting candidate then ends the run)");
+  tune_->add_option("--signature", t.signature, "problem signature instead of problem options");
+  add_problem_options(*tune_, tune_families_, "tune a problem");
+
+  explain_ = app_.add_subcommand("explain", "which config a call would use, from which level, and its time");
+  explain_->fallthrough();
+  explain_->add_option("--signature", explain_signature_, "problem signature instead of problem options");
+  add_problem_options(*explain_, explain_families_, "explain a problem");
+  explain_->require_subcommand(1);
+
+  cache_ = app_.add_subcommand("cache", "inspect and move tuning caches");
+  cache_->require_subcommand(1);
+  cache_->fallthrough();
+  list_ = cache_->add_subcommand("list", "list the tuned records");
+  list_->add_option("--family", list_family_, "only this family");
+  show_ = cache_->add_subcommand("show", "a problem's record and every measured candidate");
+  show_->fallthrough();
+  show_->add_option("--signature", show_signature_, "problem signature instead of problem options");
+  add_problem_options(*show_, show_families_, "show a problem");
+  show_->require_subcommand(1);
+  export_ = cache_->add_subcommand("export", "write every record as JSON Lines (one record a line)");
+  export_->add_option("file", file_, "output .jsonl file")->required();
+  import_ = cache_->add_subcommand("import", "read JSON Lines records (validated; the faster record of a key stays)");
+  import_->add_option("file", file_, "input .jsonl file")->required()->check(CLI::ExistingFile);
+  merge_ = cache_->add_subcommand("merge", "merge another SQLite cache (the faster record of a key stays)");
+  merge_->add_option("file", file_, "other .sqlite cache")->required()->check(CLI::ExistingFile);
+}
+
+std::optional<int> CliApp::parse(int argc, const char* const* argv, bool print) {
+  try {
+    app_.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (!print) return e.get_exit_code() == 0 ? 0 : kExitUsage;
+    const int code = app_.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  }
+  if (*tune_) {
+    auto [family, options] = chosen(tune_families_);
+    tune_args_.family = family;
+    tune_args_.problem = options;
+    if (family.empty() && tune_args_.suite.empty()) {
+      if (print)
+        std::cerr << "jitune tune: name a family (jitune tune elementwise --expr 'z = x * y' --dtype float32 --n "
+                     "1048576) or a suite (jitune tune --suite default)\n";
+      return kExitUsage;
+    }
+  }
+  return std::nullopt;
+}
+
+void CliApp::check_problem() const {
+  const auto check = [](const FamilyOptions& f, const std::string& signature) {
+    for (const auto& [name, sub] : f.subs)
+      if (*sub) {
+        const Family& fam = family(name);
+        auto problem = signature.empty() ? fam.make_problem(given(sub, f.values.at(name))) : fam.parse_problem(signature);
+        (void)problem->signature();
+      }
+  };
+  if (*tune_) check(tune_families_, tune_args_.signature);
+  if (*explain_) check(explain_families_, explain_signature_);
+  if (*show_) check(show_families_, show_signature_);
+}
+
+int CliApp::run() {
+  try {
+    if (*devices_) return devices(common_);
+    if (*tune_) return tune(common_, tune_args_);
+    if (*explain_) {
+      auto [family, options] = chosen(explain_families_);
+      return explain(common_, family, options, explain_signature_);
+    }
+    if (*cache_) {
+      if (*list_) return cache_list(common_, list_family_);
+      if (*show_) {
+        auto [family, options] = chosen(show_families_);
+        return cache_show(common_, family, options, show_signature_);
+      }
+      if (*export_) return cache_export(common_, file_);
+      if (*import_) return cache_import(common_, file_);
+      if (*merge_) return cache_merge(common_, file_);
+    }
+  } catch (const NoDevice& e) {
+    std::cerr << "jitune: no GPU: " << e.what() << "\n";
+    return kExitNoDevice;
+  } catch (const std::exception& e) {
+    std::cerr << "jitune: " << e.what() << "\n";
+    return kExitError;
+  }
+  std::cerr << app_.help();
+  return kExitUsage;
+}
+
+}  // namespace jitune::cli

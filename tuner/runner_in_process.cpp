@@ -1,0 +1,134 @@
+// The in-process CandidateRunner: device workload, device-side verification and timing on the runtime's context.
+#include <cmath>
+#include <map>
+
+#include "tuner/runner.hpp"
+
+namespace jitune::tuner {
+namespace {
+
+class InProcessRunner final : public CandidateRunner {
+ public:
+  InProcessRunner(Runtime& runtime, const Family& family, const Problem& problem, const RunnerSettings& s)
+      : impl_(runtime.impl()), family_(family), problem_(problem), settings_(s), kernels_(impl_), comparer_(kernels_) {}
+
+  L2Mode setup() override {
+    driver::make_current(impl_.context);
+    const Workload host = family_.workload(problem_, settings_.seed);
+    const auto reference = family_.reference(problem_, host);
+    work_ = std::make_unique<DeviceWorkload>(family_, problem_, host, reference);
+    timer_ = std::make_unique<LaunchTimer>(kernels_, impl_.device, problem_.bytes_moved(),
+                                           std::max(settings_.max_reps, settings_.retime_reps), settings_.l2,
+                                           stream_.get());
+    return timer_->mode();
+  }
+
+  CandidateResult run(const Candidate& c, double best_us) override {
+    CandidateResult r;
+    r.config = c.config;
+    const Loaded& l = load(c);
+    int max_threads = 0;
+    JITUNE_CU_CHECK(cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, l.function));
+    if (l.shape.block.volume() > static_cast<std::uint64_t>(max_threads)) {
+      r.status = "resources_exceeded";
+      r.reason = "block of " + std::to_string(l.shape.block.volume()) + " threads, the kernel allows " +
+                 std::to_string(max_threads) + " (register use)";
+      return r;
+    }
+    KernelArgs args;
+    family_.kernel_args(problem_, c.config, work_->inputs(), work_->outputs(), args);
+    // Correct first: one run on poisoned outputs, compared with the CPU reference.
+    work_->reset_outputs(stream_.get());
+    const CUresult launched = driver::api().cuLaunchKernel(
+        l.function, l.shape.grid.x, l.shape.grid.y, l.shape.grid.z, l.shape.block.x, l.shape.block.y, l.shape.block.z,
+        l.shape.shared_bytes, stream_.get(), args.pointers(), nullptr);
+    const CUresult synced = launched == CUDA_SUCCESS ? driver::api().cuStreamSynchronize(stream_.get()) : launched;
+    if (synced != CUDA_SUCCESS) {
+      r.status = "launch_failed";
+      r.reason = driver::error_text(synced);
+      if (launched == CUDA_SUCCESS)  // a fault during execution leaves the context unusable
+        throw CudaError("candidate " + c.config.text() + " of " + std::string(family_.name()) + " faulted (" +
+                            r.reason + "); the CUDA context of this process is lost",
+                        synced);
+      return r;
+    }
+    r.reason = comparer_.compare(*work_, stream_.get());
+    if (!r.reason.empty()) {
+      r.status = "wrong_result";
+      return r;
+    }
+    // Timing: 3 samples, cut if far behind the best, else enough samples for the time budget.
+    std::vector<double> samples = timer_->time(l.function, l.shape, args, 3);
+    const double med = median_spread(samples).first;
+    if (best_us > 0 && med > settings_.cut_ratio * best_us) {
+      r.status = "cut";
+      r.reason = "median of 3 samples " + std::to_string(med) + " us > " + std::to_string(settings_.cut_ratio) +
+                 " x best " + std::to_string(best_us) + " us";
+    } else {
+      const double per_sample_us = std::max(med, 0.1) * timer_->launches_per_sample(med);
+      const int want = std::clamp(static_cast<int>(std::ceil(settings_.min_time_ms * 1000.0 / per_sample_us)),
+                                  settings_.min_reps, settings_.max_reps);
+      if (want > 3) {
+        auto more = timer_->time(l.function, l.shape, args, want - 3);
+        samples.insert(samples.end(), more.begin(), more.end());
+      }
+      r.status = "ok";
+    }
+    std::tie(r.time_us, r.spread) = median_spread(samples);
+    r.reps = static_cast<int>(samples.size());
+    return r;
+  }
+
+  std::vector<std::pair<double, double>> retime(const std::vector<const Candidate*>& finalists) override {
+    std::vector<std::vector<double>> rounds(finalists.size());
+    for (int round = 0; round < settings_.retime_reps; ++round)
+      for (std::size_t f = 0; f < finalists.size(); ++f) {
+        const Loaded& l = load(*finalists[f]);
+        KernelArgs args;
+        family_.kernel_args(problem_, finalists[f]->config, work_->inputs(), work_->outputs(), args);
+        rounds[f].push_back(timer_->time(l.function, l.shape, args, 1).at(0));
+      }
+    std::vector<std::pair<double, double>> out;
+    for (auto& r : rounds) out.push_back(median_spread(r));
+    return out;
+  }
+
+ private:
+  struct Loaded {
+    CUfunction function = nullptr;
+    LaunchShape shape;
+  };
+
+  const Loaded& load(const Candidate& c) {
+    const std::string key = std::to_string(c.module_id) + "\n" + c.lowered + "\n" + c.config.text();
+    if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
+    auto& module = modules_[c.module_id];
+    if (!module) module = std::make_unique<driver::Module>(c.program->cubin.data());
+    Loaded l{module->function(c.lowered), family_.launch_shape(problem_, c.config, impl_.device)};
+    if (l.shape.shared_bytes > 48 * 1024)
+      JITUNE_CU_CHECK(cuFuncSetAttribute(l.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(l.shape.shared_bytes)));
+    return loaded_.emplace(key, l).first->second;
+  }
+
+  Runtime::Impl& impl_;
+  const Family& family_;
+  const Problem& problem_;
+  RunnerSettings settings_;
+  TunerKernels kernels_;
+  DeviceComparer comparer_;
+  driver::StreamHandle stream_;
+  std::unique_ptr<DeviceWorkload> work_;
+  std::unique_ptr<LaunchTimer> timer_;
+  std::map<std::size_t, std::unique_ptr<driver::Module>> modules_;
+  std::map<std::string, Loaded> loaded_;
+};
+
+}  // namespace
+
+std::unique_ptr<CandidateRunner> make_in_process_runner(Runtime& runtime, const Family& family, const Problem& problem,
+                                                        const RunnerSettings& settings) {
+  return std::make_unique<InProcessRunner>(runtime, family, problem, settings);
+}
+
+}  // namespace jitune::tuner
