@@ -3,6 +3,8 @@
 # provides NVRTC and cuda.h, must already be installed: it is not a Debian package here).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ libsqlite3-dev doctest-dev libcli11-dev nlohmann-json3-dev python3)
+# The fuzzers (scripts/fuzz.sh) need clang and its libFuzzer runtime.
+[ "${JITUNE_FUZZ_DEPS:-0}" = 1 ] && pkgs+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <jitune/error.hpp>
+
 #include "tuner/cli/app.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
