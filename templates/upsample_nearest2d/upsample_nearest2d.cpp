@@ -262,8 +262,9 @@ class UpsampleFamily final : public Family {
   std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
     static const char* const kKnown[] = {"direction", "dtype", "layout", "mode",  "n",       "c",
                                          "in_h",      "in_w",  "out_h",  "out_w", "scale_h", "scale_w"};
-    for (const auto& [key, value] : options)
-      if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; }) ==
+    for (const auto& option : options)  // no structured binding: clang 14 cannot capture one in the lambda
+      if (const std::string& key = option.first;
+          std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; }) ==
           std::end(kKnown))
         throw InvalidArgument("upsample_nearest2d problem: unknown option '" + key +
                               "'; options are direction, dtype, layout, mode, n, c, in_h, in_w, out_h, out_w, "
