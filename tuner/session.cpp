@@ -60,6 +60,20 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   report.space_size = family.space().size();
 
   std::vector<Config> configs = legal_candidates(family, problem, device, report.pruned);
+  TuneOptions o = opt;
+  if (!opt.only_configs.empty()) {
+    std::vector<Config> chosen{report.heuristic};
+    for (const Config& c : opt.only_configs) {
+      const std::string why = family.validate(problem, c, device);
+      if (!why.empty()) throw InvalidArgument("config " + c.text() + " cannot run " + report.signature + ": " + why);
+      if (std::find(chosen.begin(), chosen.end(), c) == chosen.end()) chosen.push_back(c);
+    }
+    report.pruned = configs.size() - std::min(configs.size(), chosen.size());
+    configs = std::move(chosen);
+    o.cut_ratio = 1e30;  // every listed config is timed in full
+    o.retime_top = static_cast<int>(configs.size());
+  }
+  const TuneOptions& opt_in = o;
   if (configs.empty()) throw InvalidArgument("no configuration of " + report.family + " is legal for " + report.signature);
   const std::uint64_t seed = opt.seed ? opt.seed : static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
   if (opt.strategy == Strategy::kRandom && opt.budget > 0 && configs.size() > opt.budget) {
@@ -70,8 +84,8 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   }
   CompilePool pool(impl.compiler, family, problem, configs, device.arch(), opt.compile_threads, opt.reject_spills);
 
-  RunnerSettings settings{seed, opt.l2, opt.min_time_ms, opt.min_reps, opt.max_reps, opt.retime_reps, opt.cut_ratio,
-                          opt.candidate_timeout_s};
+  RunnerSettings settings{seed, opt.l2, opt.min_time_ms, opt.min_reps, opt.max_reps, opt.retime_reps,
+                          opt_in.cut_ratio, opt.candidate_timeout_s};
   std::string worker;
   if (opt.isolation != TuneOptions::Isolation::kInProcess) {
     worker = opt.worker.empty() ? find_worker() : opt.worker;
@@ -157,7 +171,8 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   });
   std::vector<const Candidate*> finalists;
   for (const auto& t : timed)
-    if (static_cast<int>(finalists.size()) < opt.retime_top || t->config == report.heuristic) finalists.push_back(t.get());
+    if (static_cast<int>(finalists.size()) < opt_in.retime_top || t->config == report.heuristic)
+      finalists.push_back(t.get());
   if (finalists.empty()) {
     std::map<std::string, int> counts;
     for (const auto& c : report.candidates) ++counts[c.status];
@@ -176,6 +191,7 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   const Candidate* winner = nullptr;
   for (std::size_t f = 0; f < finalists.size(); ++f) {
     const auto [med, spread] = retimed[f];
+    report.retimed.emplace_back(finalists[f]->config, med);
     if (finalists[f]->config == report.heuristic) report.default_us = med;
     if (!winner || med < report.best_us) {
       winner = finalists[f];

@@ -45,6 +45,9 @@ struct TuneOptions {
   enum class Isolation { kAuto, kInProcess, kWorker } isolation = Isolation::kAuto;
   double candidate_timeout_s = 20;  ///< Worker only: a candidate without a verdict by then is killed ("timeout").
   std::string worker;               ///< Worker executable; empty: find_worker().
+  /// When not empty, only these configs (plus the heuristic default) are tried, all timed (no early cut) and
+  /// re-timed side by side: for revalidating stored winners and comparing two tunings.
+  std::vector<Config> only_configs;
   bool store = true;               ///< Write measurements and the winner to the user cache.
   std::function<void(const Progress&)> on_progress;
 };
@@ -68,6 +71,7 @@ struct TuneReport {
   double best_spread = 0;
   int best_reps = 0;
   double bytes = 0;                     ///< Problem::bytes_moved().
+  std::vector<std::pair<Config, double>> retimed;  ///< Every finalist's side-by-side median.
   std::vector<CandidateResult> candidates;
   std::size_t space_size = 0, pruned = 0;
   double wall_s = 0, compile_s = 0, reference_s = 0;

@@ -69,13 +69,17 @@ CliApp::CliApp() {
   tune_->add_flag("--in-process", t.in_process, "measure candidates in this process instead of a worker process "
                                                 "(a faulting candidate then ends the run)");
   tune_->add_option("--signature", t.signature, "problem signature instead of problem options");
+  tune_->add_option("--configs", t.configs, "time only these configs (';' between them) and the default, side by "
+                                            "side, e.g. 'block=256,pack=4,unroll=1,waves=32;block=512,...'");
   add_problem_options(*tune_, tune_families_, "tune a problem");
 
   explain_ = app_.add_subcommand("explain", "which config a call would use, from which level, and its time");
   explain_->fallthrough();
   explain_->add_option("--signature", explain_signature_, "problem signature instead of problem options");
+  explain_->add_option("--suite", explain_suite_, "explain every case of a suite (a table)")
+      ->check(CLI::IsMember({"default"}));
   add_problem_options(*explain_, explain_families_, "explain a problem");
-  explain_->require_subcommand(1);
+  explain_->require_subcommand(0, 1);
 
   cache_ = app_.add_subcommand("cache", "inspect and move tuning caches");
   cache_->require_subcommand(1);
@@ -93,6 +97,10 @@ CliApp::CliApp() {
   import_->add_option("file", file_, "input .jsonl file")->required()->check(CLI::ExistingFile);
   merge_ = cache_->add_subcommand("merge", "merge another SQLite cache (the faster record of a key stays)");
   merge_->add_option("file", file_, "other .sqlite cache")->required()->check(CLI::ExistingFile);
+  revalidate_ = cache_->add_subcommand("revalidate", "re-time each stored winner and its best runners-up on this "
+                                                     "device, driver and toolkit; update the records (no full re-tune)");
+  revalidate_->add_option("--family", list_family_, "only this family");
+  revalidate_->add_option("--runners-up", runners_up_, "runners-up re-timed with each winner")->check(CLI::Range(0, 16));
 }
 
 std::optional<int> CliApp::parse(int argc, const char* const* argv, bool print) {
@@ -137,6 +145,10 @@ int CliApp::run() {
     if (*tune_) return tune(common_, tune_args_);
     if (*explain_) {
       auto [family, options] = chosen(explain_families_);
+      if (family.empty()) {
+        if (explain_suite_.empty()) throw InvalidArgument("jitune explain: name a family and its problem, or --suite default");
+        return explain_suite(common_);
+      }
       return explain(common_, family, options, explain_signature_);
     }
     if (*cache_) {
@@ -148,6 +160,7 @@ int CliApp::run() {
       if (*export_) return cache_export(common_, file_);
       if (*import_) return cache_import(common_, file_);
       if (*merge_) return cache_merge(common_, file_);
+      if (*revalidate_) return cache_revalidate(common_, list_family_, runners_up_);
     }
   } catch (const NoDevice& e) {
     std::cerr << "jitune: no GPU: " << e.what() << "\n";

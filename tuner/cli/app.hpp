@@ -46,8 +46,10 @@ class CliApp {
   CLI::App* export_ = nullptr;
   CLI::App* import_ = nullptr;
   CLI::App* merge_ = nullptr;
+  CLI::App* revalidate_ = nullptr;
+  int runners_up_ = 2;
   FamilyOptions tune_families_, explain_families_, show_families_;
-  std::string explain_signature_, show_signature_, list_family_, file_;
+  std::string explain_signature_, show_signature_, list_family_, file_, explain_suite_;
 };
 
 }  // namespace jitune::cli

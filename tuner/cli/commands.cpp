@@ -191,6 +191,12 @@ int tune(const Common& common, const TuneArgs& args) {
     opt.compile_threads = args.threads;
     opt.store = !args.no_store;
     if (args.in_process) opt.isolation = tuner::TuneOptions::Isolation::kInProcess;
+    for (std::string_view rest = args.configs; !rest.empty();) {
+      const std::size_t semi = rest.find(';');
+      if (semi != 0) opt.only_configs.push_back(Config::parse(rest.substr(0, semi)));
+      if (semi == std::string_view::npos) break;
+      rest.remove_prefix(semi + 1);
+    }
     opt.l2 = args.l2 == "warm" ? tuner::L2Mode::kWarm : args.l2 == "flush" ? tuner::L2Mode::kFlush : tuner::L2Mode::kAuto;
     ProgressPrinter progress{names[j]};
     opt.on_progress = std::ref(progress);
@@ -204,7 +210,11 @@ int tune(const Common& common, const TuneArgs& args) {
         out.push_back({{"case", names[j]}, {"family", r.family}, {"signature", r.signature},
                        {"device", rt.device().name}, {"best", r.best.text()}, {"best_us", r.best_us},
                        {"best_spread", r.best_spread}, {"heuristic", r.heuristic.text()}, {"default_us", r.default_us},
-                       {"speedup_over_default", r.speedup()}, {"bytes", r.bytes}, {"legal", r.candidates.size()},
+                       {"speedup_over_default", r.speedup()}, {"retimed", [&] {
+                          json a = json::array();
+                          for (const auto& [c, us] : r.retimed) a.push_back({{"config", c.text()}, {"us", us}});
+                          return a;
+                        }()}, {"bytes", r.bytes}, {"legal", r.candidates.size()},
                        {"pruned", r.pruned}, {"wall_s", r.wall_s}, {"compile_s", r.compile_s},
                        {"reference_s", r.reference_s}, {"l2_mode", tuner::l2_mode_name(r.l2)}, {"stored", r.stored}, {"store_error", r.store_error}, {"candidates", cands}});
       } else if (args.suite.empty()) {
@@ -271,6 +281,33 @@ int explain(const Common& common, const std::string& family_name, const std::map
                 x.default_time_us, x.time_us > 0 ? x.default_time_us / x.time_us : 0.0);
   }
   for (const auto& n : x.notes) std::printf("  note      %s\n", n.c_str());
+  return 0;
+}
+
+int explain_suite(const Common& common) {
+  Runtime rt(runtime_options(common));
+  json out = json::array();
+  std::map<std::string, int> levels;
+  if (!common.json)
+    std::printf("%-42s %-18s %-44s %s\n", "case", "level", "config", "source");
+  for (const Family* f : families())
+    for (const auto& [name, signature] : f->default_suite()) {
+      Explanation x = rt.explain(f->name(), signature);
+      ++levels[std::string(match_level_name(x.level))];
+      if (common.json)
+        out.push_back({{"case", name}, {"family", x.family}, {"signature", x.signature}, {"config", x.config},
+                       {"level", match_level_name(x.level)}, {"source", x.source}, {"time_us", x.time_us}});
+      else
+        std::printf("%-42s %-18s %-44s %s\n", name.c_str(), std::string(match_level_name(x.level)).c_str(),
+                    x.config.c_str(), x.source.c_str());
+    }
+  if (common.json) {
+    std::cout << json{{"device", rt.device().name}, {"cases", out}}.dump(2) << "\n";
+  } else {
+    std::string summary;
+    for (auto& [level, n] : levels) summary += " " + level + "=" + std::to_string(n);
+    std::printf("%s:%s\n", rt.device().name.c_str(), summary.c_str());
+  }
   return 0;
 }
 
@@ -373,6 +410,61 @@ int cache_merge(const Common& common, const std::string& file) {
   auto rep = store.merge_from(other, cache::validate_with_registry);
   print_report(rep, common);
   return rep.rejected ? kExitError : 0;
+}
+
+int cache_revalidate(const Common& common, const std::string& family_name, int runners_up) {
+  Runtime rt(runtime_options(common));
+  Runtime::Impl& impl = rt.impl();
+  if (!impl.user_store || impl.user_store->read_only())
+    throw StoreError("jitune cache revalidate needs a writable user cache (" + impl.options.user_cache.string() + ")");
+  const DeviceInfo& dev = rt.device();
+  json out = json::array();
+  int changed = 0, checked = 0, skipped = 0;
+  for (const cache::Record& r : impl.user_store->records()) {
+    if (!family_name.empty() && r.key.family != family_name) continue;
+    const Family* f = find_family(r.key.family);
+    if (!f || r.key.device_name != dev.name || r.key.cc != dev.cc() || r.key.sm_count != dev.sm_count) {
+      ++skipped;
+      continue;
+    }
+    auto problem = f->parse_problem(r.key.signature);
+    // The stored winner and the best runners-up measured with it, re-timed side by side with the default.
+    tuner::TuneOptions opt;
+    opt.only_configs.push_back(Config::parse(r.config));
+    for (const cache::Measurement& m : impl.user_store->measurements(r.key)) {
+      if (static_cast<int>(opt.only_configs.size()) > runners_up) break;
+      if (m.status != "ok") continue;
+      Config c = Config::parse(m.config);
+      if (std::find(opt.only_configs.begin(), opt.only_configs.end(), c) == opt.only_configs.end() &&
+          f->validate(*problem, c, dev).empty())
+        opt.only_configs.push_back(c);
+    }
+    ++checked;
+    try {
+      tuner::TuneReport t = tuner::tune(rt, *f, *problem, opt);
+      const bool winner_changed = t.best.text() != r.config;
+      changed += winner_changed;
+      const bool stale = r.key.template_hash != template_hash(f->template_name());
+      if (common.json) {
+        out.push_back({{"family", r.key.family}, {"signature", r.key.signature}, {"old_config", r.config},
+                       {"old_us", r.time_us}, {"old_nvrtc", r.key.nvrtc_version}, {"new_config", t.best.text()},
+                       {"new_us", t.best_us}, {"changed", winner_changed}, {"stale_template", stale}});
+      } else {
+        std::printf("%-12s %-50s %s %.2f us (NVRTC %s%s) -> %s %.2f us%s\n", r.key.family.c_str(),
+                    r.key.signature.c_str(), r.config.c_str(), r.time_us, r.key.nvrtc_version.c_str(),
+                    stale ? ", stale template" : "", t.best.text().c_str(), t.best_us,
+                    winner_changed ? "  WINNER CHANGED" : "");
+      }
+    } catch (const Error& e) {
+      std::fprintf(stderr, "jitune cache revalidate %s %s: %s\n", r.key.family.c_str(), r.key.signature.c_str(),
+                   e.what());
+    }
+  }
+  if (common.json) std::cout << out.dump(2) << "\n";
+  else
+    std::printf("%d records re-timed on %s (winner + up to %d runners-up each), %d winners changed, %d records of "
+                "other devices left alone\n", checked, dev.name.c_str(), runners_up, changed, skipped);
+  return 0;
 }
 
 }  // namespace jitune::cli

@@ -35,17 +35,20 @@ struct TuneArgs {
   bool no_store = false;
   std::string l2 = "auto";                     ///< auto, warm or flush (tuner::L2Mode).
   bool in_process = false;                     ///< Measure in this process, not in a worker.
+  std::string configs;                         ///< "a=1,b=2;a=2,b=2": time only these (and the default).
 };
 
 int devices(const Common& common);
 int tune(const Common& common, const TuneArgs& args);
 int explain(const Common& common, const std::string& family, const std::map<std::string, std::string>& problem,
             const std::string& signature);
+int explain_suite(const Common& common);
 int cache_list(const Common& common, const std::string& family);
 int cache_show(const Common& common, const std::string& family, const std::map<std::string, std::string>& problem,
                const std::string& signature);
 int cache_export(const Common& common, const std::string& file);
 int cache_import(const Common& common, const std::string& file);
 int cache_merge(const Common& common, const std::string& file);
+int cache_revalidate(const Common& common, const std::string& family, int runners_up);
 
 }  // namespace jitune::cli
