@@ -9,35 +9,12 @@
 #include <thread>
 
 #include "templates/host_float.hpp"
+#include "templates/host_parallel.hpp"
 
 namespace jitune::ew {
 namespace {
 
 bool supported(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
-
-// Splits [0, n) into chunks over the machine's cores: references and workloads reach 2^27 elements.
-template <class F>
-void parallel_for(std::uint64_t n, F&& body) {
-  const unsigned threads = n < (1u << 16) ? 1u : std::max(1u, std::thread::hardware_concurrency());
-  if (threads == 1) {
-    body(std::uint64_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const std::uint64_t chunk = (n + threads - 1) / threads;
-  for (unsigned t = 0; t < threads; ++t) {
-    const std::uint64_t begin = std::min(n, chunk * t), end = std::min(n, begin + chunk);
-    pool.emplace_back([&body, begin, end] { body(begin, end); });
-  }
-  for (auto& th : pool) th.join();
-}
-
-std::uint64_t splitmix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 class ElementwiseFamily final : public Family {
  public:

@@ -1,0 +1,37 @@
+// Host-side helpers the families share for workloads and CPU references: a parallel loop over the machine's cores
+// (references reach 2^27 elements) and a small, fast, seedable random generator.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace jitune {
+
+/// Runs body(begin, end) over [0, n) split into one chunk per core (one chunk when n is small).
+template <class F>
+void parallel_for(std::uint64_t n, F&& body) {
+  const unsigned threads = n < (1u << 16) ? 1u : std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 1) {
+    body(std::uint64_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const std::uint64_t chunk = (n + threads - 1) / threads;
+  for (unsigned t = 0; t < threads; ++t) {
+    const std::uint64_t begin = std::min(n, chunk * t), end = std::min(n, begin + chunk);
+    pool.emplace_back([&body, begin, end] { body(begin, end); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+/// splitmix64: the next 64 random bits from `state`.
+inline std::uint64_t splitmix(std::uint64_t& state) noexcept {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace jitune
