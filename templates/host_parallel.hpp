@@ -5,15 +5,19 @@
 #include <algorithm>
 #include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace jitune {
 
-/// Runs body(begin, end) over [0, n) split into one chunk per core (one chunk when n is small).
+/// Runs body(begin, end) over [0, n) split into one chunk per core; one chunk when n items of `work_per_item`
+/// units each are too little work to share.
 template <class F>
-void parallel_for(std::uint64_t n, F&& body) {
-  const unsigned threads = n < (1u << 16) ? 1u : std::max(1u, std::thread::hardware_concurrency());
-  if (threads == 1) {
+void parallel_for(std::uint64_t n, std::uint64_t work_per_item, F&& body) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads =
+      n * work_per_item < (1u << 16) ? 1u : static_cast<unsigned>(std::min<std::uint64_t>(cores, n));
+  if (threads <= 1) {
     body(std::uint64_t{0}, n);
     return;
   }
@@ -26,12 +30,25 @@ void parallel_for(std::uint64_t n, F&& body) {
   for (auto& th : pool) th.join();
 }
 
-/// splitmix64: the next 64 random bits from `state`.
-inline std::uint64_t splitmix(std::uint64_t& state) noexcept {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+/// parallel_for with one unit of work per item.
+template <class F>
+void parallel_for(std::uint64_t n, F&& body) {
+  parallel_for(n, 1, std::forward<F>(body));
+}
+
+/// The splitmix64 finaliser of `z + golden ratio`: a stateless hash of a counter (parallel fills use it per index).
+inline std::uint64_t mix64(std::uint64_t z) noexcept {
+  z += 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+/// splitmix64: the next 64 random bits from `state`.
+inline std::uint64_t splitmix(std::uint64_t& state) noexcept {
+  const std::uint64_t z = mix64(state);
+  state += 0x9e3779b97f4a7c15ull;
+  return z;
 }
 
 }  // namespace jitune

@@ -1,6 +1,7 @@
 // The family registry: adding a family is one line here plus its folder under templates/.
 #include "templates/elementwise/elementwise.hpp"
 #include "templates/family.hpp"
+#include "templates/scatter_add/scatter_add.hpp"
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
 
 namespace jitune {
@@ -10,6 +11,7 @@ namespace {
 std::vector<const Family*>& registered() {
   static std::vector<const Family*> all = {
       &elementwise_family(),
+      &scatter_add_family(),
       &upsample_nearest2d_family(),
   };
   return all;

@@ -189,15 +189,34 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   }
   const auto retimed = runner->retime(finalists);
   const Candidate* winner = nullptr;
+  const Candidate* default_candidate = nullptr;
+  double default_spread = 0;
   for (std::size_t f = 0; f < finalists.size(); ++f) {
     const auto [med, spread] = retimed[f];
     report.retimed.emplace_back(finalists[f]->config, med);
-    if (finalists[f]->config == report.heuristic) report.default_us = med;
+    if (finalists[f]->config == report.heuristic) {
+      report.default_us = med;
+      default_candidate = finalists[f];
+      default_spread = spread;
+    }
     if (!winner || med < report.best_us) {
       winner = finalists[f];
       report.best_us = med;
       report.best_spread = spread;
       report.best_reps = opt.retime_reps;
+    }
+  }
+  // Claim no improvement the measurement cannot support: the default stays unless the winner beats it by more than
+  // the noise of the side-by-side timing (half the larger spread, at least 0.5%).
+  if (default_candidate && winner != default_candidate) {
+    const double noise = std::max(0.005, 0.5 * std::max(report.best_spread, default_spread));
+    if (report.default_us <= report.best_us * (1.0 + noise)) {
+      report.kept_default = winner->config.text() + " was only " +
+                            std::to_string(100.0 * (report.default_us / report.best_us - 1.0)) +
+                            "% faster, within the timing noise of " + std::to_string(100.0 * noise) + "%";
+      winner = default_candidate;
+      report.best_us = report.default_us;
+      report.best_spread = default_spread;
     }
   }
   report.best = winner->config;

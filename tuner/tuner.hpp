@@ -72,6 +72,7 @@ struct TuneReport {
   int best_reps = 0;
   double bytes = 0;                     ///< Problem::bytes_moved().
   std::vector<std::pair<Config, double>> retimed;  ///< Every finalist's side-by-side median.
+  std::string kept_default;             ///< Why the default was kept over a faster-within-noise winner, if so.
   std::vector<CandidateResult> candidates;
   std::size_t space_size = 0, pruned = 0;
   double wall_s = 0, compile_s = 0, reference_s = 0;

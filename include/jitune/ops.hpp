@@ -4,4 +4,5 @@
 #pragma once
 
 #include <jitune/ops/elementwise.hpp>
+#include <jitune/ops/scatter_add.hpp>
 #include <jitune/ops/upsample_nearest2d.hpp>

@@ -6,29 +6,11 @@
 #include <thread>
 
 #include "templates/host_float.hpp"
+#include "templates/host_parallel.hpp"
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
 
 namespace jitune::upn {
 namespace {
-
-// Splits [0, n) over the machine's cores (references reach 2^27 elements).
-template <class F>
-void parallel_for(std::int64_t n, std::int64_t work_per_item, F&& body) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned threads =
-      n * work_per_item < (std::int64_t{1} << 16) ? 1u : static_cast<unsigned>(std::min<std::int64_t>(cores, n));
-  if (threads <= 1) {
-    body(std::int64_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const std::int64_t chunk = (n + threads - 1) / threads;
-  for (unsigned t = 0; t < threads; ++t) {
-    const std::int64_t begin = std::min(n, chunk * t), end = std::min(n, begin + chunk);
-    pool.emplace_back([&body, begin, end] { body(begin, end); });
-  }
-  for (auto& th : pool) th.join();
-}
 
 std::uint64_t mix(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -216,7 +216,7 @@ int tune(const Common& common, const TuneArgs& args) {
                           return a;
                         }()}, {"bytes", r.bytes}, {"legal", r.candidates.size()},
                        {"pruned", r.pruned}, {"wall_s", r.wall_s}, {"compile_s", r.compile_s},
-                       {"reference_s", r.reference_s}, {"l2_mode", tuner::l2_mode_name(r.l2)}, {"stored", r.stored}, {"store_error", r.store_error}, {"candidates", cands}});
+                       {"reference_s", r.reference_s}, {"l2_mode", tuner::l2_mode_name(r.l2)}, {"stored", r.stored}, {"store_error", r.store_error}, {"kept_default", r.kept_default}, {"candidates", cands}});
       } else if (args.suite.empty()) {
         std::map<std::string, int> counts;
         for (const auto& c : r.candidates) ++counts[c.status];
@@ -231,6 +231,7 @@ int tune(const Common& common, const TuneArgs& args) {
                     r.default_us, r.speedup(), r.candidates.size(), r.pruned, summary.c_str(), r.wall_s, r.compile_s,
                     r.reference_s, std::string(tuner::l2_mode_name(r.l2)).c_str(), r.stored ? "; stored" : "");
         if (!r.store_error.empty()) std::printf("  NOT STORED: %s\n", r.store_error.c_str());
+        if (!r.kept_default.empty()) std::printf("  default kept: %s\n", r.kept_default.c_str());
       }
     } catch (const Error& e) {
       ++failures;
