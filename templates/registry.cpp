@@ -1,4 +1,5 @@
 // The family registry: adding a family is one line here plus its folder under templates/.
+#include "templates/conv2d/conv2d.hpp"
 #include "templates/elementwise/elementwise.hpp"
 #include "templates/family.hpp"
 #include "templates/scatter_add/scatter_add.hpp"
@@ -11,6 +12,7 @@ namespace {
 std::vector<const Family*>& registered() {
   static std::vector<const Family*> all = {
       &elementwise_family(),
+      &conv2d_family(),
       &scatter_add_family(),
       &upsample_nearest2d_family(),
   };

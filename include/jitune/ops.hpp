@@ -3,6 +3,7 @@
 // pointers from cudaMalloc, PyTorch, CuPy, ... on the runtime's device. One header per family under ops/.
 #pragma once
 
+#include <jitune/ops/conv2d.hpp>
 #include <jitune/ops/elementwise.hpp>
 #include <jitune/ops/scatter_add.hpp>
 #include <jitune/ops/upsample_nearest2d.hpp>

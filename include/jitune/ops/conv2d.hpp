@@ -1,0 +1,40 @@
+// jitune::conv2d: direct NCHW convolution (stride, zero padding, dilation, optional bias) behind one call.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include <jitune/runtime.hpp>
+#include <jitune/tensor.hpp>
+
+namespace jitune {
+
+/// Shapes and geometry of one convolution, PyTorch `conv2d` semantics (groups = 1, cross-correlation).
+struct Conv2dParams {
+  std::array<std::int64_t, 4> input{};         ///< x: {N, C, H, W}, contiguous NCHW.
+  std::array<std::int64_t, 4> weight{};        ///< w: {K, C, R, S}, contiguous.
+  std::array<std::int64_t, 2> stride{1, 1};    ///< {vertical, horizontal}, >= 1.
+  std::array<std::int64_t, 2> padding{0, 0};   ///< Zero padding {top and bottom, left and right}, >= 0.
+  std::array<std::int64_t, 2> dilation{1, 1};  ///< {vertical, horizontal}, >= 1.
+};
+
+/// The output shape {N, K, P, Q} of `params`: P = (H + 2 * pad_h - dilation_h * (R - 1) - 1) / stride_h + 1,
+/// Q alike. Throws InvalidArgument as conv2d() would (channel mismatch, filter larger than the padded input,
+/// ...).
+std::array<std::int64_t, 4> conv2d_output_shape(const Conv2dParams& params);
+
+/// y = conv2d(x, w) + bias on `stream`: x {N, C, H, W}, w {K, C, R, S}, bias {K} (nullptr: none), y {N, K, P,
+/// Q}, all contiguous, of `dtype`; y must not overlap the inputs (float32, float16 or bfloat16; products are
+/// summed in float). Any element-aligned pointers work; wider vector accesses are used where the addresses
+/// allow. N == 0 launches nothing (the call is still validated). Throws InvalidArgument for a channel
+/// mismatch between x and w, a filter (with dilation) larger than the padded input, non-positive sizes /
+/// strides / dilations, negative padding, null or misaligned pointers, or an unsupported dtype; CompileError
+/// if NVRTC rejects the kernel.
+void conv2d(Runtime& runtime, const void* x, const void* w, const void* bias, void* y,
+            const Conv2dParams& params, DType dtype, Stream stream = nullptr);
+
+/// The canonical problem signature of a conv2d call (for Runtime::explain and the tuning store).
+std::string conv2d_signature(const Conv2dParams& params, DType dtype, bool has_bias);
+
+}  // namespace jitune

@@ -1,0 +1,79 @@
+// The conv2d family: direct NCHW convolution problems, the tile geometry the kernel uses, and the family
+// object.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include <jitune/tensor.hpp>
+
+#include "templates/family.hpp"
+
+namespace jitune::conv {
+
+/// One convolution: y[N,K,P,Q] = conv(x[N,C,H,W], w[K,C,R,S]) (+ bias[K]), PyTorch semantics, groups = 1.
+class ConvProblem final : public Problem {
+ public:
+  /// Sizes and geometry; every field is validated by the constructor.
+  struct Shape {
+    std::int64_t n = 1, c = 1, h = 1, w = 1;  ///< Input.
+    std::int64_t k = 1, r = 1, s = 1;         ///< Output channels, filter height and width.
+    std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+    bool bias = false;
+  };
+
+  /// Throws InvalidArgument naming the offending value: dtype other than float32/float16/bfloat16, a negative
+  /// batch, a non-positive size, stride or dilation, a negative padding, a filter (with dilation) larger than
+  /// the padded input, or sizes beyond the kernel's 32-bit per-plane indexing.
+  ConvProblem(DType dtype, const Shape& shape);
+
+  DType dtype() const noexcept { return dtype_; }
+  const Shape& shape() const noexcept { return shape_; }
+  std::int64_t p() const noexcept { return p_; }  ///< Output height.
+  std::int64_t q() const noexcept { return q_; }  ///< Output width.
+
+  /// "bias=0;c=6;dilation_h=1;dilation_w=1;dtype=float32;h=768;k=6;n=1;pad_h=0;pad_w=0;r=6;s=6;stride_h=1;..."
+  std::string signature() const override;
+  std::string group() const override;  ///< "float32|f=6x6|st=1x1|d=1x1": filter geometry decides legality.
+  std::vector<double> features() const override;  ///< log2 of N, C, H, W, K.
+  double bytes_moved() const override;            ///< x, w and bias read once, y written once.
+  double flops() const override;                  ///< 2 * N * K * P * Q * C * R * S.
+  /// Products summed per output element: C * R * S.
+  std::int64_t terms() const noexcept { return shape_.c * shape_.r * shape_.s; }
+
+ private:
+  DType dtype_;
+  Shape shape_;
+  std::int64_t p_ = 0, q_ = 0;
+};
+
+/// The kernel's tile geometry for a config, mirrored from conv2d.cuh's Geometry (the host's shared-memory
+/// size, register estimate and launch shape use it).
+struct TileGeometry {
+  int threads = 0, tile_h = 0, tile_w = 0, in_h = 0, in_w = 0, span_read = 0, pitch = 0;
+  int in_stage = 0, w_stage = 0;            ///< Floats per input / filter buffer.
+  int in_per_thread = 0, w_per_thread = 0;  ///< Prefetch items per thread (double buffering).
+  int buffers = 1;
+  std::int64_t shared_bytes = 0;
+  int register_estimate = 0;  ///< Accumulators + one row's operands + prefetch registers + addressing.
+};
+TileGeometry tile_geometry(const ConvProblem& problem, const Config& config);
+
+/// Lays out the kernel's conv::Args<T> (4 pointers, then n, h, w, p, q, pad_h, pad_w, tiles_x as 32-bit
+/// ints).
+void push_args(const ConvProblem& problem, const Config& config, const void* x, const void* w,
+               const void* bias, void* y, KernelArgs& args);
+
+/// Why the kernel cannot run `config` for `problem` on `device` (vector width, divisibility, threads, tile
+/// larger than twice the output, unrolled code size, shared memory, register estimate against the cap), empty
+/// if it can. Family::check adds the tuned neighbourhood of the default on top (the configs worth timing).
+std::string kernel_limits(const ConvProblem& problem, const Config& config, const DeviceInfo& device);
+
+/// The registered family object.
+const Family& conv2d_family();
+
+}  // namespace jitune::conv
+
+namespace jitune {
+using conv::conv2d_family;
+}  // namespace jitune

@@ -1,0 +1,345 @@
+// GPU tests of the conv2d family through the runtime API: random shapes (every filter size 1-7, stride 1/2,
+// padding 0/1/2, dilation 1/2, N 1/3, bias or not) in float32 / float16 / bfloat16 against the CPU reference
+// with poisoned outputs and misaligned pointers; outputs smaller than a tile; batches beyond the grid limit;
+// sampled configurations of the space through the tuner's verification; the tuned pick; N = 0 and bad input.
+#include <jitune/jitune.hpp>
+#include <jitune/tuner.hpp>
+
+#include <random>
+#include <set>
+
+#include "gpu_util.hpp"
+#include "templates/conv2d/conv2d.hpp"
+#include "tuner/compile_pool.hpp"
+#include "tuner/measure.hpp"
+#include "tuner/tuner.hpp"
+
+namespace jitune {
+namespace {
+
+using test::Buffer;
+using test::TempDir;
+
+Conv2dParams params_of(const conv::ConvProblem::Shape& s) {
+  Conv2dParams p;
+  p.input = {s.n, s.c, s.h, s.w};
+  p.weight = {s.k, s.c, s.r, s.s};
+  p.stride = {s.stride_h, s.stride_w};
+  p.padding = {s.pad_h, s.pad_w};
+  p.dilation = {s.dilation_h, s.dilation_w};
+  return p;
+}
+
+// Runs one convolution through jitune::conv2d on the family's random workload, every pointer `offset`
+// elements past an aligned address, and compares every output element with the CPU reference; the bytes
+// around the output must stay poisoned.
+void check_conv(Runtime& rt, DType dtype, const conv::ConvProblem::Shape& shape, std::size_t offset,
+                std::uint64_t seed) {
+  const conv::ConvProblem p(dtype, shape);
+  const Family& fam = conv::conv2d_family();
+  const Workload w = fam.workload(p, seed);
+  const auto expected = fam.reference(p, w)[0];
+  const std::size_t es = dtype_size(dtype), off = offset * es;
+  std::vector<std::unique_ptr<Buffer>> in;
+  for (const auto& host : w.inputs) {
+    in.push_back(std::make_unique<Buffer>(host.size()));
+    in.back()->upload(host, off);
+  }
+  Buffer out(w.output_bytes[0]);
+  out.poison();
+  conv2d(rt, in[0]->at(off), in[1]->at(off), shape.bias ? in[2]->at(off) : nullptr, out.at(off),
+         params_of(shape), dtype);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  const auto got = out.download(w.output_bytes[0], off);
+  const OutputCheck check = fam.output_check(p, 0);
+  const std::uint64_t count = w.output_bytes[0] / es;
+  const CompareResult r = compare_host(check, got.data(), expected.data(), count);
+  INFO(p.signature(), " offset ", offset, " config ", rt.explain("conv2d", p.signature()).config);
+  CHECK_MESSAGE(r.ok(), r.describe(count, check));
+  for (std::byte b : out.download(off, 0)) REQUIRE(b == std::byte{0xFF});
+  const std::size_t end = off + w.output_bytes[0];
+  for (std::byte b : out.download(out.bytes - end, end)) REQUIRE(b == std::byte{0xFF});
+}
+
+TEST_CASE("conv2d matches the CPU reference over random shapes, strides, paddings and dilations") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  std::mt19937_64 rng(2026);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kFloat32, DType::kBFloat16};
+  int cases = 0;
+  for (int r = 1; r <= 7; ++r)
+    for (int variant = 0; variant < 5; ++variant) {
+      conv::ConvProblem::Shape s;
+      s.r = r;
+      s.s = variant == 0 ? r : pick(1, 7);  // square and rectangular filters
+      s.n = variant % 2 ? 3 : 1;
+      s.c = pick(1, 9);
+      s.k = pick(1, 10);
+      s.stride_h = pick(1, 2), s.stride_w = pick(1, 2);
+      s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
+      s.dilation_h = pick(1, 2), s.dilation_w = pick(1, 2);
+      s.bias = variant >= 3;
+      // Sizes from just above the (dilated) filter to a few tiles.
+      s.h = std::max<std::int64_t>(1, (s.r - 1) * s.dilation_h + 1 - 2 * s.pad_h) + pick(0, 40);
+      s.w = std::max<std::int64_t>(1, (s.s - 1) * s.dilation_w + 1 - 2 * s.pad_w) + pick(0, 70);
+      const DType dtype = dtypes[(r + variant) % 4];
+      check_conv(rt, dtype, s, static_cast<std::size_t>(variant == 4 ? pick(1, 3) : 0), 1000 + cases);
+      ++cases;
+    }
+  CHECK(cases == 35);
+}
+
+TEST_CASE("the public cases' geometries are correct in float32 and float16") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  // Reduced sizes (the reference runs on the CPU) with the public cases' channels and filters.
+  struct Row {
+    std::int64_t n, c, h, w, k, r;
+  };
+  for (const Row& row : {Row{1, 6, 96, 64, 6, 6}, Row{2, 3, 40, 45, 16, 3}, Row{1, 16, 64, 64, 16, 3},
+                         Row{3, 4, 33, 31, 8, 5}, Row{1, 64, 56, 56, 64, 3}})
+    for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+      conv::ConvProblem::Shape s;
+      s.n = row.n, s.c = row.c, s.h = row.h, s.w = row.w, s.k = row.k, s.r = s.s = row.r;
+      check_conv(rt, dtype, s, 0, static_cast<std::uint64_t>(row.c * 100 + row.r));
+    }
+}
+
+TEST_CASE("outputs smaller than a tile, 1x1 outputs and single rows") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  conv::ConvProblem::Shape s;
+  s.c = 3, s.k = 5, s.r = 3, s.s = 3;
+  for (auto [h, w] : {std::pair{3, 3}, {3, 200}, {150, 3}, {4, 5}, {1 + 2, 1 + 2}}) {
+    s.h = h, s.w = w;
+    check_conv(rt, DType::kFloat32, s, 0, static_cast<std::uint64_t>(h * 1000 + w));
+    check_conv(rt, DType::kFloat16, s, 1, static_cast<std::uint64_t>(h * 1000 + w + 1));
+  }
+  s.h = 1, s.w = 1, s.pad_h = 1, s.pad_w = 1;  // one input pixel, every tap but the centre in the padding
+  check_conv(rt, DType::kFloat32, s, 0, 5);
+}
+
+TEST_CASE("a batch beyond the grid's z limit loops over images") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  conv::ConvProblem::Shape s;
+  s.n = 70001, s.c = 2, s.h = 3, s.w = 4, s.k = 3, s.r = 2, s.s = 3, s.bias = true;
+  check_conv(rt, DType::kFloat32, s, 0, 9);
+}
+
+TEST_CASE("sampled configurations of the space all verify (tuner verification path)") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& fam = conv::conv2d_family();
+  for (const char* sig :
+       {"bias=1;c=4;dilation_h=2;dilation_w=1;dtype=float32;h=37;k=6;n=2;pad_h=2;pad_w=1;r=3;s=5;"
+        "stride_h=1;stride_w=2;w=61",
+        "bias=0;c=8;dilation_h=1;dilation_w=1;dtype=float16;h=45;k=8;n=1;pad_h=1;pad_w=1;r=3;s=3;"
+        "stride_h=1;stride_w=1;w=64",
+        "bias=0;c=6;dilation_h=1;dilation_w=2;dtype=float32;h=50;k=12;n=1;pad_h=0;pad_w=0;r=7;s=2;"
+        "stride_h=2;stride_w=1;w=48"}) {
+    auto problem = fam.parse_problem(sig);
+    tuner::TuneOptions opt;
+    opt.strategy = tuner::Strategy::kRandom;
+    opt.budget = 40;
+    opt.seed = 11;
+    opt.min_time_ms = 0.05;
+    opt.min_reps = 3;
+    opt.store = false;
+    opt.cut_ratio = 1e9;  // time every candidate: all must verify
+    tuner::TuneReport r = tuner::tune(rt, fam, *problem, opt);
+    std::size_t ok = 0;
+    for (const auto& c : r.candidates) {
+      INFO(sig, " ", c.config.text(), " ", c.reason);
+      CHECK(
+          (c.status == "ok" || c.status == "resources_exceeded"));  // spilling candidates are rejected unrun
+      ok += c.status == "ok";
+    }
+    CHECK(ok >= 10);
+    CHECK(r.best_us > 0);
+  }
+}
+
+TEST_CASE("configs off the tuned neighbourhood, together using every knob value, verify too") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& fam = conv::conv2d_family();
+  driver::StreamHandle stream;
+  for (const char* sig :
+       {"bias=1;c=24;dilation_h=1;dilation_w=2;dtype=float32;h=41;k=48;n=2;pad_h=1;pad_w=2;r=3;"
+        "s=2;stride_h=2;stride_w=1;w=72",
+        "bias=0;c=48;dilation_h=1;dilation_w=1;dtype=float16;h=37;k=48;n=1;pad_h=1;pad_w=1;r=3;"
+        "s=3;stride_h=1;stride_w=1;w=64"}) {
+    auto problem = fam.parse_problem(sig);
+    const auto& p = static_cast<const conv::ConvProblem&>(*problem);
+    // Every value of every knob in some config the kernel can run, scattered over the space.
+    std::vector<Config> all = fam.space().enumerate(), sample;
+    std::set<std::pair<std::string, std::int64_t>> seen;
+    for (const Param& param : fam.space().params())
+      for (std::int64_t value : param.values)
+        if (!seen.count({param.name, value}))
+          for (std::size_t i = (value * 7919u) % all.size(), n = 0; n < all.size();
+               ++n, i = (i + 7919) % all.size())
+            if (all[i].at(param.name) == value && conv::kernel_limits(p, all[i], rt.device()).empty()) {
+              sample.push_back(all[i]);
+              for (const auto& [name, v] : all[i].values()) seen.insert({name, v});
+              break;
+            }
+    REQUIRE(sample.size() >= 10);
+    const Workload w = fam.workload(p, 31);
+    const auto expected = fam.reference(p, w);
+    const tuner::DeviceWorkload dw(fam, p, w, expected);
+    const OutputCheck check = fam.output_check(p, 0);
+    const std::uint64_t count = w.output_bytes[0] / dtype_size(p.dtype());
+    tuner::CompilePool pool(rt.impl().compiler, fam, p, sample, rt.device().arch(), 0, false);
+    std::size_t ran = 0;
+    while (auto batch = pool.next()) {
+      REQUIRE(batch->output->ok);
+      driver::Module module(batch->output->cubin.data());
+      for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
+        const Config& config = sample[batch->candidates[b]];
+        INFO(sig, " ", config.text());
+        CUfunction f = module.function(batch->output->lowered.at(batch->unit[b]));
+        const LaunchShape shape = fam.launch_shape(p, config, rt.device());
+        if (shape.shared_bytes > 48 * 1024)
+          JITUNE_CU_CHECK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             static_cast<int>(shape.shared_bytes)));
+        KernelArgs args;
+        fam.kernel_args(p, config, dw.inputs(), dw.outputs(), args);
+        dw.reset_outputs(stream.get());
+        JITUNE_CU_CHECK(cuLaunchKernel(f, shape.grid.x, shape.grid.y, shape.grid.z, shape.block.x,
+                                       shape.block.y, shape.block.z, shape.shared_bytes, stream.get(),
+                                       args.pointers(), nullptr));
+        JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+        std::vector<std::byte> got(w.output_bytes[0]);
+        JITUNE_CU_CHECK(cuMemcpyDtoH(got.data(), dw.output_buffers()[0].get(), got.size()));
+        const CompareResult r = compare_host(check, got.data(), expected[0].data(), count);
+        CHECK_MESSAGE(r.ok(), r.describe(count, check));
+        ++ran;
+      }
+    }
+    CHECK(ran == sample.size());
+  }
+}
+
+TEST_CASE("the tuned pick is used exactly by a new Runtime, and warm calls skip NVRTC") {
+  TempDir dir;
+  conv::ConvProblem::Shape s;
+  s.n = 2, s.c = 5, s.h = 48, s.w = 40, s.k = 4, s.r = 3, s.s = 3, s.pad_h = s.pad_w = 1;
+  const std::string sig = conv2d_signature(params_of(s), DType::kFloat16, false);
+  std::string tuned;
+  {
+    Runtime rt(test::isolated_options(dir));
+    tuner::TuneOptions opt;
+    opt.strategy = tuner::Strategy::kRandom;
+    opt.budget = 12;
+    opt.min_time_ms = 0.2;
+    tuner::TuneReport r =
+        tuner::tune(rt, conv::conv2d_family(), *conv::conv2d_family().parse_problem(sig), opt);
+    CHECK(r.stored);
+    CHECK(r.default_us > 0);
+    tuned = r.best.text();
+  }
+  Runtime rt(test::isolated_options(dir));
+  Explanation x = rt.explain("conv2d", sig);
+  CHECK(x.level == MatchLevel::kExact);
+  CHECK(x.config == tuned);
+  check_conv(rt, DType::kFloat16, s, 0, 21);
+  CHECK(rt.impl().compiler.compile_count() == 0);  // the winner's binary came from the disk cache
+  check_conv(rt, DType::kFloat16, s, 0, 22);
+  CHECK(rt.impl().compiler.compile_count() == 0);
+}
+
+TEST_CASE("launches go on the caller's stream") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  driver::StreamHandle stream;
+  conv::ConvProblem::Shape s;
+  s.c = 2, s.h = 20, s.w = 20, s.k = 2, s.r = 1, s.s = 1;
+  const conv::ConvProblem p(DType::kFloat32, s);
+  const Workload w = conv::conv2d_family().workload(p, 4);
+  const auto expected = conv::conv2d_family().reference(p, w)[0];
+  Buffer x(w.inputs[0].size()), wt(w.inputs[1].size()), y(w.output_bytes[0]);
+  x.upload(w.inputs[0], 0);
+  wt.upload(w.inputs[1], 0);
+  y.poison();
+  conv2d(rt, x.at(0), wt.at(0), nullptr, y.at(0), params_of(s), DType::kFloat32,
+         reinterpret_cast<Stream>(stream.get()));
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+  const auto got = y.download(w.output_bytes[0], 0);
+  const CompareResult r = compare_host(conv::conv2d_family().output_check(p, 0), got.data(), expected.data(),
+                                       w.output_bytes[0] / 4);
+  CHECK(r.ok());
+}
+
+TEST_CASE("N = 0 launches nothing and still validates the call") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  Buffer b(1024);
+  b.poison();
+  Conv2dParams p;
+  p.input = {0, 3, 8, 8};
+  p.weight = {4, 3, 3, 3};
+  conv2d(rt, b.at(0), b.at(0), nullptr, b.at(0), p, DType::kFloat32);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  for (std::byte x : b.download(1024, 0)) CHECK(x == std::byte{0xFF});
+  p.weight = {4, 2, 3, 3};
+  CHECK_THROWS_AS(conv2d(rt, b.at(0), b.at(0), nullptr, b.at(0), p, DType::kFloat32), InvalidArgument);
+}
+
+TEST_CASE("bad input is a clear error") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  Buffer b(1 << 16);
+  Conv2dParams p;
+  p.input = {1, 3, 8, 8};
+  p.weight = {4, 3, 3, 3};
+  auto message = [&](const Conv2dParams& q, const void* x, const void* w, void* y,
+                     DType dtype) -> std::string {
+    try {
+      conv2d(rt, x, w, nullptr, y, q, dtype);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "no exception";
+  };
+  SUBCASE("channel mismatch between x and w names both shapes") {
+    Conv2dParams q = p;
+    q.weight[1] = 4;
+    const std::string m = message(q, b.at(0), b.at(0), b.at(4096), DType::kFloat32);
+    CHECK(m.find("x has 3 channels") != std::string::npos);
+    CHECK(m.find("{4, 4, 3, 3}") != std::string::npos);
+  }
+  SUBCASE("filter larger than the padded input") {
+    Conv2dParams q = p;
+    q.weight = {4, 3, 5, 5};
+    q.dilation = {2, 2};  // spans 9 > 8
+    CHECK(message(q, b.at(0), b.at(0), b.at(4096), DType::kFloat32).find("padded input is only 8 x 8") !=
+          std::string::npos);
+    q.padding = {1, 1};  // 9 <= 10: legal
+    CHECK(message(q, b.at(0), b.at(0), b.at(4096), DType::kFloat32) == "no exception");
+  }
+  SUBCASE("null and misaligned pointers, bad geometry, unsupported dtype") {
+    CHECK(message(p, nullptr, b.at(0), b.at(4096), DType::kFloat32).find("x pointer is null") !=
+          std::string::npos);
+    CHECK(message(p, b.at(0), b.at(2), b.at(4096), DType::kFloat32).find("w pointer is not aligned") !=
+          std::string::npos);
+    CHECK(message(p, b.at(0), b.at(0), b.at(4097), DType::kFloat16).find("y pointer is not aligned") !=
+          std::string::npos);
+    Conv2dParams q = p;
+    q.stride = {0, 1};
+    CHECK(message(q, b.at(0), b.at(0), b.at(4096), DType::kFloat32).find("stride_h = 0") !=
+          std::string::npos);
+    q = p;
+    q.padding = {-1, 0};
+    CHECK(message(q, b.at(0), b.at(0), b.at(4096), DType::kFloat32).find("negative") != std::string::npos);
+    CHECK(message(p, b.at(0), b.at(0), b.at(4096), DType::kInt32).find("not supported") != std::string::npos);
+  }
+  CHECK(conv2d_output_shape(p) == std::array<std::int64_t, 4>{1, 4, 6, 6});
+}
+
+}  // namespace
+}  // namespace jitune

@@ -1,0 +1,398 @@
+// The conv2d family without a GPU: problem validation and output sizes, signatures, constraints and pruning,
+// heuristic legality over many shapes, workload, the CPU reference against a naive loop, and NVRTC compiles
+// of the space for sm_80 and sm_90.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <set>
+
+#include "runtime/compiler.hpp"
+#include "templates/conv2d/conv2d.hpp"
+#include "templates/host_float.hpp"
+#include "templates/sources.hpp"
+#include "tuner/compile_pool.hpp"
+#include "tuner/tuner.hpp"
+
+namespace jitune {
+namespace {
+
+const Family& fam() {
+  return conv::conv2d_family();
+}
+
+std::unique_ptr<Problem> problem(const std::map<std::string, std::string>& options) {
+  return fam().make_problem(options);
+}
+
+const conv::ConvProblem& as_conv(const Problem& p) {
+  return static_cast<const conv::ConvProblem&>(p);
+}
+
+// y[n][k][oy][ox] by the definition, one output at a time (independent of the family's loop order).
+double naive(const conv::ConvProblem& p, const std::vector<std::byte>& x, const std::vector<std::byte>& w,
+             const std::vector<std::byte>* bias, std::int64_t n, std::int64_t k, std::int64_t oy,
+             std::int64_t ox) {
+  const auto& s = p.shape();
+  double sum = bias ? load_element(p.dtype(), bias->data(), static_cast<std::uint64_t>(k)) : 0.0;
+  for (std::int64_t c = 0; c < s.c; ++c)
+    for (std::int64_t r = 0; r < s.r; ++r)
+      for (std::int64_t t = 0; t < s.s; ++t) {
+        const std::int64_t iy = oy * s.stride_h - s.pad_h + r * s.dilation_h;
+        const std::int64_t ix = ox * s.stride_w - s.pad_w + t * s.dilation_w;
+        if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+        sum += load_element(p.dtype(), x.data(),
+                            static_cast<std::uint64_t>(((n * s.c + c) * s.h + iy) * s.w + ix)) *
+               load_element(p.dtype(), w.data(),
+                            static_cast<std::uint64_t>(((k * s.c + c) * s.r + r) * s.s + t));
+      }
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d is registered and its template is embedded") {
+  CHECK(&family("conv2d") == &fam());
+  CHECK(template_source("conv2d/conv2d.cuh").find("__global__") != std::string::npos);
+  CHECK(template_hash("conv2d/conv2d.cuh").size() == 16);
+}
+
+TEST_CASE("output size follows PyTorch's formula for stride, padding and dilation") {
+  auto p = problem({{"dtype", "float32"},
+                    {"n", "2"},
+                    {"c", "3"},
+                    {"h", "11"},
+                    {"w", "13"},
+                    {"k", "5"},
+                    {"r", "3"},
+                    {"s", "4"},
+                    {"stride_h", "2"},
+                    {"stride_w", "3"},
+                    {"pad_h", "1"},
+                    {"pad_w", "2"},
+                    {"dilation_h", "2"},
+                    {"dilation_w", "1"}});
+  const auto& c = as_conv(*p);
+  CHECK(c.p() == (11 + 2 - 2 * 2 - 1) / 2 + 1);  // 5
+  CHECK(c.q() == (13 + 4 - 1 * 3 - 1) / 3 + 1);  // 5
+  CHECK(c.terms() == 3 * 3 * 4);
+  CHECK(c.flops() == doctest::Approx(2.0 * 2 * 5 * 5 * 5 * 36));
+  CHECK(c.bytes_moved() == doctest::Approx(4.0 * (2 * 3 * 11 * 13 + 5 * 3 * 12 + 2 * 5 * 5 * 5)));
+  // The seed article's case: 768 x 512, 6 x 6 filter, no padding.
+  auto seed = problem({{"dtype", "float32"}, {"c", "6"}, {"h", "768"}, {"w", "512"}, {"k", "6"}, {"r", "6"}});
+  CHECK(as_conv(*seed).p() == 763);
+  CHECK(as_conv(*seed).q() == 507);
+  CHECK(as_conv(*seed).shape().s == 6);  // s defaults to r
+}
+
+TEST_CASE("signature is canonical and parses back; shorthands set both axes") {
+  auto p = problem({{"dtype", "half"},
+                    {"n", "3"},
+                    {"c", "4"},
+                    {"h", "9"},
+                    {"w", "10"},
+                    {"k", "8"},
+                    {"r", "3"},
+                    {"stride", "2"},
+                    {"padding", "1"},
+                    {"dilation", "2"},
+                    {"bias", "1"}});
+  CHECK(p->signature() ==
+        "bias=1;c=4;dilation_h=2;dilation_w=2;dtype=float16;h=9;k=8;n=3;pad_h=1;pad_w=1;r=3;s=3;stride_h=2;"
+        "stride_w=2;w=10");
+  CHECK(fam().parse_problem(p->signature())->signature() == p->signature());
+  CHECK(p->group() == "float16|f=3x3|st=2x2|d=2x2");
+  auto q = problem({{"dtype", "float32"},
+                    {"c", "4"},
+                    {"h", "9"},
+                    {"w", "10"},
+                    {"k", "8"},
+                    {"r", "3"},
+                    {"stride", "2"},
+                    {"stride_w", "1"}});
+  CHECK(as_conv(*q).shape().stride_h == 2);
+  CHECK(as_conv(*q).shape().stride_w == 1);
+}
+
+TEST_CASE("bad problems are clear errors") {
+  const std::map<std::string, std::string> base = {{"dtype", "float32"}, {"c", "3"}, {"h", "8"},
+                                                   {"w", "8"},           {"k", "4"}, {"r", "3"}};
+  auto with = [&](std::string key, std::string value) {
+    auto o = base;
+    o[key] = value;
+    return o;
+  };
+  CHECK_THROWS_WITH_AS(problem(with("r", "9")), doctest::Contains("filter spans 9 x 9"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem(with("r", "9")), doctest::Contains("padded input is only 8 x 8"),
+                       InvalidArgument);
+  CHECK_NOTHROW(problem([&] {
+    auto o = with("r", "9");
+    o["padding"] = "1";
+    return o;
+  }()));  // 9 <= 8 + 2
+  CHECK_THROWS_WITH_AS(problem([&] {
+                         auto o = with("dilation", "4");
+                         return o;
+                       }()),
+                       doctest::Contains("dilation"),
+                       InvalidArgument);  // (3-1)*4+1 = 9 > 8
+  CHECK_THROWS_WITH_AS(problem(with("stride", "0")), doctest::Contains("stride_h = 0"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem(with("padding", "-1")), doctest::Contains("negative"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem(with("n", "-2")), doctest::Contains("negative"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem(with("c", "0")), doctest::Contains("input channels C = 0"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem(with("dtype", "int32")), doctest::Contains("not supported"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem(with("bias", "2")), doctest::Contains("bias"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem(with("h", "8x")), doctest::Contains("not an integer"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem(with("groups", "2")), doctest::Contains("unknown option 'groups'"),
+                       InvalidArgument);
+  auto missing = base;
+  missing.erase("k");
+  CHECK_THROWS_WITH_AS(problem(missing), doctest::Contains("missing 'k'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem([&] {
+                         auto o = with("n", "1073741824");
+                         o["c"] = "65535";
+                         return o;
+                       }()),
+                       doctest::Contains("exceeds 2^48"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(problem(with("h", "99999999999999999999")), doctest::Contains("not an integer"),
+                       InvalidArgument);
+  CHECK_NOTHROW(problem(with("n", "0")));  // an empty batch is a valid problem (the op launches nothing)
+}
+
+TEST_CASE("constraints prune by vector width, divisibility, stages, shared memory and registers") {
+  const DeviceInfo dev = nominal_device(90);
+  auto p = problem({{"dtype", "float32"}, {"c", "4"}, {"h", "64"}, {"w", "130"}, {"k", "8"}, {"r", "3"}});
+  Config c = fam().heuristic(*p, dev);
+  REQUIRE(fam().validate(*p, c, dev).empty());
+  CHECK(c.at("load") == 2);     // W = 130: rows are 2-aligned
+  CHECK(c.at("c_stage") == 4);  // one stage: no double buffering
+  CHECK(c.at("double_buffer") == 0);
+  auto why = [&](std::initializer_list<std::pair<const char*, std::int64_t>> changes) {
+    Config x = c;
+    for (auto [name, value] : changes) x.set(name, value);
+    return fam().validate(*p, x, dev);
+  };
+  CHECK(why({{"load", 8}}).find("16 bytes") != std::string::npos);        // 32 bytes of float
+  CHECK(why({{"load", 4}}).find("W = 130") != std::string::npos);         // rows not 4-aligned
+  CHECK(why({{"load", 1}}).find("narrower loads") != std::string::npos);  // legal, not worth timing
+  CHECK(why({{"k_block", 3}}).find("does not divide K = 8") != std::string::npos);
+  CHECK(why({{"c_stage", 3}}).find("does not divide C = 4") != std::string::npos);
+  CHECK(why({{"double_buffer", 1}}).find("two stages") != std::string::npos);
+  CHECK(why({{"block_h", 1}, {"block_w", 16}}).find("threads") != std::string::npos);  // 16 < 32
+  CHECK(why({{"block_h", 16}, {"block_w", 32}, {"max_regs", 168}}).find("cannot hold") != std::string::npos);
+  CHECK(why({{"block_h", 16}, {"block_w", 32}, {"max_regs", 128}}).find("neighbourhood") !=
+        std::string::npos);
+  CHECK(why({{"out_h", 2}, {"out_w", 4}, {"max_regs", 128}}).find("the cap is 128") != std::string::npos);
+  CHECK(why({{"out_h", 4}, {"out_w", 4}}).find("128 accumulators") != std::string::npos);  // 4x the default's
+  CHECK(why({{"out_w", 2}}).empty());  // half the default's accumulators
+  CHECK(why({{"k_block", 4}}).find("neither 8 nor twice") != std::string::npos);
+  CHECK(why({{"out_h", 2}, {"out_w", 1}}).find("out_h 2 > out_w 1") != std::string::npos);
+  // A wide dilation makes the input tile too large for shared memory.
+  auto wide = problem({{"dtype", "float32"},
+                       {"c", "16"},
+                       {"h", "2000"},
+                       {"w", "2000"},
+                       {"k", "16"},
+                       {"r", "7"},
+                       {"dilation", "60"}});
+  Config big{{"out_h", 4},    {"out_w", 4}, {"block_h", 16},      {"block_w", 32},  {"k_block", 1},
+             {"c_stage", 16}, {"load", 4},  {"double_buffer", 0}, {"max_regs", 128}};
+  big.set("c_stage", 8);
+  CHECK(fam().validate(*wide, big, dev).find("shared memory") != std::string::npos);
+  // A large filter caps the unrolled body.
+  auto large = problem({{"dtype", "float32"}, {"c", "4"}, {"h", "64"}, {"w", "64"}, {"k", "32"}, {"r", "7"}});
+  Config unrolled{{"out_h", 2},   {"out_w", 4}, {"block_h", 8},       {"block_w", 16},  {"k_block", 16},
+                  {"c_stage", 1}, {"load", 4},  {"double_buffer", 0}, {"max_regs", 255}};
+  CHECK(fam().validate(*large, unrolled, dev).find("unrolled body") != std::string::npos);
+  // Every legal candidate validates; the heuristic comes first.
+  std::size_t pruned = 0;
+  auto legal = tuner::legal_candidates(fam(), *p, dev, pruned);
+  CHECK(legal.front() == c);
+  CHECK(legal.size() + pruned == fam().space().size());
+  for (const Config& x : legal) CHECK(fam().validate(*p, x, dev).empty());
+  // Register caps that fit no more blocks per SM than a larger cap are not timed (256 threads: 168 ~ 255).
+  for (const Config& x : legal)
+    if (x.at("block_h") * x.at("block_w") == 256) CHECK(x.at("max_regs") != 168);
+}
+
+TEST_CASE("the heuristic is legal for every filter size, stride, padding, dilation and tiny outputs") {
+  for (int cc : {80, 90}) {
+    const DeviceInfo dev = nominal_device(cc);
+    for (const char* dtype : {"float32", "float16", "bfloat16"})
+      for (int r = 1; r <= 7; ++r)
+        for (int stride = 1; stride <= 2; ++stride)
+          for (int dil = 1; dil <= 3; ++dil)
+            for (auto [h, w] : {std::pair{1, 1}, {5, 3}, {17, 33}, {224, 224}})
+              for (int c : {1, 3, 16, 64}) {
+                const int pad = std::max(0, ((r - 1) * dil + 1 - std::min(h, w) + 1) / 2);
+                auto p = problem({{"dtype", dtype},
+                                  {"c", std::to_string(c)},
+                                  {"h", std::to_string(h)},
+                                  {"w", std::to_string(w)},
+                                  {"k", std::to_string(c == 3 ? 5 : c)},
+                                  {"r", std::to_string(r)},
+                                  {"stride", std::to_string(stride)},
+                                  {"padding", std::to_string(pad)},
+                                  {"dilation", std::to_string(dil)}});
+                const Config h0 = fam().heuristic(*p, dev);
+                INFO(p->signature(), " -> ", h0.text());
+                CHECK(fam().validate(*p, h0, dev).empty());
+                const auto g = conv::tile_geometry(as_conv(*p), h0);
+                // The default tile never exceeds twice the output in either direction by more than one block
+                // row.
+                CHECK(g.tile_w <= std::max<std::int64_t>(8 * h0.at("out_w"), 2 * as_conv(*p).q()));
+              }
+  }
+}
+
+TEST_CASE("the public cases have tuning spaces of a tractable size") {
+  const DeviceInfo dev = nominal_device(90);
+  for (const auto& [name, signature] : fam().default_suite()) {
+    auto p = fam().parse_problem(signature);
+    std::size_t pruned = 0;
+    auto legal = tuner::legal_candidates(fam(), *p, dev, pruned);
+    MESSAGE(name, ": ", legal.size(), " legal, ", pruned, " pruned");
+    CHECK(legal.size() >= 40);
+    CHECK(legal.size() <= 160);  // exhaustive tuning compiles each: about a second of NVRTC per candidate
+    CHECK(legal.front() == fam().heuristic(*p, dev));
+  }
+  CHECK(fam().default_suite().size() == 10);
+  CHECK(fam().default_suite().front().first == "conv_float32_N1C6H768W512K6R6");
+}
+
+TEST_CASE("workload is random and never zero; the reference matches the definition") {
+  for (const char* dtype : {"float32", "float16"}) {
+    auto p = problem({{"dtype", dtype},
+                      {"n", "2"},
+                      {"c", "3"},
+                      {"h", "9"},
+                      {"w", "11"},
+                      {"k", "4"},
+                      {"r", "3"},
+                      {"s", "2"},
+                      {"stride_h", "2"},
+                      {"pad_w", "2"},
+                      {"dilation_w", "2"},
+                      {"bias", "1"}});
+    const auto& c = as_conv(*p);
+    Workload w = fam().workload(c, 7);
+    REQUIRE(w.inputs.size() == 3);
+    const DType dt = c.dtype();
+    std::set<double> distinct;
+    for (std::size_t i = 0; i < w.inputs[0].size() / dtype_size(dt); ++i) {
+      const double v = load_element(dt, w.inputs[0].data(), i);
+      CHECK(v != 0.0);
+      distinct.insert(v);
+    }
+    CHECK(distinct.size() > 100);
+    CHECK(fam().workload(c, 8).inputs[0] != w.inputs[0]);
+    auto ref = fam().reference(c, w);
+    REQUIRE(ref.size() == 1);
+    REQUIRE(ref[0].size() == w.output_bytes[0]);
+    const OutputCheck check = fam().output_check(c, 0);
+    const auto& s = c.shape();
+    for (std::int64_t n = 0; n < s.n; ++n)
+      for (std::int64_t k = 0; k < s.k; ++k)
+        for (std::int64_t oy = 0; oy < c.p(); ++oy)
+          for (std::int64_t ox = 0; ox < c.q(); ++ox) {
+            const double expected = naive(c, w.inputs[0], w.inputs[1], &w.inputs[2], n, k, oy, ox);
+            const double got = load_element(
+                dt, ref[0].data(), static_cast<std::uint64_t>(((n * s.k + k) * c.p() + oy) * c.q() + ox));
+            REQUIRE(std::fabs(got - expected) <= check.atol + check.rtol * std::fabs(expected));
+          }
+  }
+}
+
+TEST_CASE("tolerances grow with the number of summed products") {
+  auto small = problem({{"dtype", "float32"}, {"c", "1"}, {"h", "4"}, {"w", "4"}, {"k", "1"}, {"r", "1"}});
+  auto big = problem({{"dtype", "float32"}, {"c", "64"}, {"h", "4"}, {"w", "4"}, {"k", "1"}, {"r", "3"}});
+  CHECK(fam().output_check(*small, 0).atol < fam().output_check(*big, 0).atol);
+  CHECK(fam().output_check(*big, 0).atol < 1e-2);
+  CHECK(fam().output_check(*big, 0).rtol == 1e-5);
+}
+
+// Configs within the kernel's limits that together use every value of every knob (for compile and GPU tests).
+static std::vector<Config> covering_sample(const conv::ConvProblem& p, const DeviceInfo& dev,
+                                           std::size_t extra) {
+  std::vector<Config> all = fam().space().enumerate(), sample;
+  std::set<std::pair<std::string, std::int64_t>> seen;
+  auto take = [&](const Config& c) {
+    sample.push_back(c);
+    for (const auto& [name, value] : c.values()) seen.insert({name, value});
+  };
+  for (const Param& param : fam().space().params())
+    for (std::int64_t value : param.values)
+      if (!seen.count({param.name, value}))
+        for (std::size_t i = (value * 7919u) % all.size(), n = 0; n < all.size();
+             ++n, i = (i + 7919) % all.size())
+          if (all[i].at(param.name) == value && conv::kernel_limits(p, all[i], dev).empty()) {
+            take(all[i]);
+            break;
+          }
+  for (std::size_t i = 0, n = 0; n < extra && i < all.size(); i += 4999)
+    if (conv::kernel_limits(p, all[i], dev).empty()) take(all[i]), ++n;
+  return sample;
+}
+
+TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90") {
+  Compiler compiler;
+  for (int cc : {80, 90})
+    for (const char* dtype : {"float32", "float16"}) {
+      auto p = problem({{"dtype", dtype},
+                        {"n", "2"},
+                        {"c", "48"},
+                        {"h", "30"},
+                        {"w", "64"},
+                        {"k", "48"},
+                        {"r", "3"},
+                        {"padding", "1"},
+                        {"bias", "1"}});
+      const DeviceInfo dev = nominal_device(cc);
+      const std::vector<Config> sample = covering_sample(as_conv(*p), dev, 4);
+      std::set<std::pair<std::string, std::int64_t>> seen;
+      for (const Config& c : sample)
+        for (const auto& [name, value] : c.values()) seen.insert({name, value});
+      for (const Param& param : fam().space().params())
+        for (std::int64_t value : param.values) {
+          INFO(param.name, "=", value);
+          const bool too_wide =
+              param.name == "load" && value * static_cast<std::int64_t>(dtype_size(parse_dtype(dtype))) > 16;
+          CHECK(seen.count({param.name, value}) == (too_wide ? 0u : 1u));
+        }
+      INFO("sm_", cc, " ", dtype, ": ", sample.size(), " configs");
+      REQUIRE(sample.size() >= 12);
+      tuner::CompilePool pool(compiler, fam(), *p, sample, dev.arch(), 0, true);
+      std::size_t compiled = 0;
+      while (auto batch = pool.next())
+        for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
+          INFO(sample[batch->candidates[b]].text(), "\n", batch->output->log);
+          REQUIRE(batch->output->ok);
+          CHECK(batch->output->resources.at(batch->unit[b]).registers > 0);
+          ++compiled;
+        }
+      CHECK(compiled == sample.size());
+    }
+}
+
+TEST_CASE("the heuristics of the public cases and odd geometries compile without spilling") {
+  Compiler compiler;
+  const DeviceInfo dev = nominal_device(90);
+  std::vector<std::string> signatures;
+  for (const auto& [name, signature] : fam().default_suite()) signatures.push_back(signature);
+  for (const char* extra :
+       {"bias=1;c=5;dilation_h=2;dilation_w=2;dtype=float32;h=31;k=7;n=3;pad_h=2;pad_w=2;r=7;"
+        "s=7;stride_h=2;stride_w=2;w=29",
+        "bias=0;c=2;dilation_h=1;dilation_w=3;dtype=bfloat16;h=40;k=12;n=1;pad_h=0;pad_w=1;r=2;"
+        "s=5;stride_h=1;stride_w=2;w=41"})
+    signatures.push_back(extra);
+  for (const std::string& signature : signatures) {
+    auto p = fam().parse_problem(signature);
+    const Config h = fam().heuristic(*p, dev);
+    const KernelSource src = fam().source(*p, h);
+    CompiledProgram out = compiler.compile(src.program, {src.name_expression}, dev.arch(), true);
+    INFO(signature, " ", h.text(), "\n", out.log);
+    REQUIRE(out.ok);
+    CHECK_FALSE(out.resources.at(0).spills());
+  }
+}
+
+}  // namespace jitune
