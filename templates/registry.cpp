@@ -3,6 +3,7 @@
 #include "templates/elementwise/elementwise.hpp"
 #include "templates/family.hpp"
 #include "templates/scatter_add/scatter_add.hpp"
+#include "templates/permute/permute.hpp"
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
 
 namespace jitune {
@@ -14,6 +15,7 @@ std::vector<const Family*>& registered() {
       &elementwise_family(),
       &conv2d_family(),
       &scatter_add_family(),
+      &permute_family(),
       &upsample_nearest2d_family(),
   };
   return all;

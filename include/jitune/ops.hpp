@@ -6,4 +6,5 @@
 #include <jitune/ops/conv2d.hpp>
 #include <jitune/ops/elementwise.hpp>
 #include <jitune/ops/scatter_add.hpp>
+#include <jitune/ops/permute.hpp>
 #include <jitune/ops/upsample_nearest2d.hpp>
