@@ -129,10 +129,10 @@ class ElementwiseFamily final : public Family {
       buf.resize(static_cast<std::size_t>(p.n()) * es);
       const std::uint64_t stream_seed = seed * 1000003u + static_cast<std::uint64_t>(a);
       parallel_for(static_cast<std::uint64_t>(p.n()), [&](std::uint64_t b, std::uint64_t e) {
-        std::uint64_t state = stream_seed ^ (b * 0x2545f4914f6cdd1dull);
         for (std::uint64_t i = b; i < e; ++i) {
-          // Magnitudes in [0.25, 4) with random sign: never zero, exercises both branches of comparisons.
-          const std::uint64_t r = splitmix(state);
+          // Magnitudes in [0.25, 4) with random sign: never zero, exercises both branches of comparisons. A hash
+          // of (seed, index), so the same seed gives the same data whatever the core count.
+          const std::uint64_t r = mix64(stream_seed * 0x2545f4914f6cdd1dull + i);
           const double mag = std::ldexp(1.0 + static_cast<double>(r >> 40) / double(1ull << 24), int(r & 3) - 2);
           store_element(p.dtype(), buf.data(), i, (r & 4) ? -mag : mag);
         }
