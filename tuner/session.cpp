@@ -60,7 +60,8 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   report.space_size = family.space().size();
 
   std::vector<Config> configs = legal_candidates(family, problem, device, report.pruned);
-  TuneOptions o = opt;
+  double cut_ratio = opt.cut_ratio;
+  int retime_top = opt.retime_top;
   if (!opt.only_configs.empty()) {
     std::vector<Config> chosen{report.heuristic};
     for (const Config& c : opt.only_configs) {
@@ -70,10 +71,9 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
     }
     report.pruned = configs.size() - std::min(configs.size(), chosen.size());
     configs = std::move(chosen);
-    o.cut_ratio = 1e30;  // every listed config is timed in full
-    o.retime_top = static_cast<int>(configs.size());
+    cut_ratio = 1e30;  // every listed config is timed in full (finite: the settings travel to the worker as JSON)
+    retime_top = static_cast<int>(configs.size());
   }
-  const TuneOptions& opt_in = o;
   if (configs.empty()) throw InvalidArgument("no configuration of " + report.family + " is legal for " + report.signature);
   const std::uint64_t seed = opt.seed ? opt.seed : static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
   if (opt.strategy == Strategy::kRandom && opt.budget > 0 && configs.size() > opt.budget) {
@@ -85,7 +85,7 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   CompilePool pool(impl.compiler, family, problem, configs, device.arch(), opt.compile_threads, opt.reject_spills);
 
   RunnerSettings settings{seed, opt.l2, opt.min_time_ms, opt.min_reps, opt.max_reps, opt.retime_reps,
-                          opt_in.cut_ratio, opt.candidate_timeout_s};
+                          cut_ratio, opt.candidate_timeout_s};
   std::string worker;
   if (opt.isolation != TuneOptions::Isolation::kInProcess) {
     worker = opt.worker.empty() ? find_worker() : opt.worker;
@@ -171,7 +171,7 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   });
   std::vector<const Candidate*> finalists;
   for (const auto& t : timed)
-    if (static_cast<int>(finalists.size()) < opt_in.retime_top || t->config == report.heuristic)
+    if (static_cast<int>(finalists.size()) < retime_top || t->config == report.heuristic)
       finalists.push_back(t.get());
   if (finalists.empty()) {
     std::map<std::string, int> counts;
