@@ -256,11 +256,18 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
 }
 
 DryRunReport dry_run(const Compiler& compiler, const Family& family, const Problem& problem,
-                     const DeviceInfo& device, unsigned threads) {
+                     const DeviceInfo& device, unsigned threads, std::size_t budget, std::uint64_t seed) {
   const auto t0 = Clock::now();
   DryRunReport r;
   r.space_size = family.space().size();
   std::vector<Config> configs = legal_candidates(family, problem, device, r.pruned);
+  if (budget > 0 && configs.size() > budget) {
+    // The heuristic default (first) always stays; the rest is a random sample.
+    std::mt19937_64 rng(seed ? seed : static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()));
+    std::shuffle(configs.begin() + 1, configs.end(), rng);
+    r.sampled_from = configs.size();
+    configs.resize(budget);
+  }
   r.candidates.resize(configs.size());
   CompilePool pool(compiler, family, problem, configs, device.arch(), threads, true);
   while (auto batch = pool.next()) {

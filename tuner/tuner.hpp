@@ -93,10 +93,12 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
 struct DryRunReport {
   std::vector<CandidateResult> candidates;  ///< status ok / compile_failed, resources from ptxas.
   std::size_t space_size = 0, pruned = 0;
+  std::size_t sampled_from = 0;             ///< Legal configs the sample was drawn from (0: all were compiled).
   double wall_s = 0, compile_s = 0;
 };
+/// `budget` > 0 compiles the heuristic default plus a random sample of that many configs in all.
 DryRunReport dry_run(const Compiler& compiler, const Family& family, const Problem& problem,
-                     const DeviceInfo& device, unsigned threads);
+                     const DeviceInfo& device, unsigned threads, std::size_t budget = 0, std::uint64_t seed = 0);
 
 /// The legal candidates: the space filtered by Family::validate, heuristic default first; `pruned` counts the rest.
 std::vector<Config> legal_candidates(const Family& family, const Problem& problem, const DeviceInfo& device,

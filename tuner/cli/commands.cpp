@@ -86,7 +86,8 @@ int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::p
   int failures = 0;
   for (const auto& [f, signature] : jobs) {
     auto problem = f->parse_problem(signature);
-    auto r = tuner::dry_run(compiler, *f, *problem, device, args.threads);
+    auto r = tuner::dry_run(compiler, *f, *problem, device, args.threads,
+                            args.strategy == "random" ? args.budget : 0, args.seed);
     std::size_t ok = 0, spills = 0;
     for (const auto& c : r.candidates) {
       ok += c.status == "ok";
@@ -96,14 +97,16 @@ int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::p
     if (common.json) {
       json cands = json::array();
       for (const auto& c : r.candidates) cands.push_back(candidate_json(c));
-      out.push_back({{"family", f->name()}, {"signature", signature}, {"arch", args.arch}, {"legal", r.candidates.size()},
-                     {"pruned", r.pruned}, {"compile_s", r.compile_s}, {"wall_s", r.wall_s}, {"candidates", cands}});
+      out.push_back({{"family", f->name()}, {"signature", signature}, {"arch", args.arch}, {"legal", r.sampled_from ? r.sampled_from : r.candidates.size()},
+                     {"compiled", r.candidates.size()}, {"pruned", r.pruned}, {"compile_s", r.compile_s}, {"wall_s", r.wall_s}, {"candidates", cands}});
       continue;
     }
-    std::printf("%s %s on %s: %zu legal configs (%zu pruned by constraints), %zu compiled, %zu spill, %.1fs wall "
-                "(%.1fs NVRTC)\n",
-                std::string(f->name()).c_str(), signature.c_str(), args.arch.c_str(), r.candidates.size(), r.pruned, ok,
-                spills, r.wall_s, r.compile_s);
+    std::printf("%s %s on %s: %zu legal configs%s (%zu pruned by constraints), %zu compiled, %zu spill, %.1fs "
+                "wall (%.1fs NVRTC)\n",
+                std::string(f->name()).c_str(), signature.c_str(), args.arch.c_str(),
+                r.sampled_from ? r.sampled_from : r.candidates.size(),
+                r.sampled_from ? (", a random " + std::to_string(r.candidates.size()) + " of them").c_str() : "",
+                r.pruned, ok, spills, r.wall_s, r.compile_s);
     std::printf("  %-40s %-15s %5s %6s %6s\n", "config", "status", "regs", "stack", "spill");
     for (const auto& c : r.candidates)
       std::printf("  %-40s %-15s %5d %6d %6d\n", c.config.text().c_str(), c.status.c_str(), c.resources.registers,
