@@ -7,7 +7,7 @@ scripts/build.sh
 if ./build/jitune devices | grep -q '^no CUDA device'; then
   ./build/jitune devices
   echo "No GPU here: running the compile-only dry run of the default suite instead of tuning (each case's default"
-  echo "and a random 12 of its legal configs; 'jitune tune --suite default --dry-run' compiles them all)."
+  echo "and 11 random legal configs; 'jitune tune --suite default --dry-run' compiles them all)."
   exec ./build/jitune tune --suite default --dry-run --strategy random --budget 12
 fi
 exec ./build/jitune tune --suite default
