@@ -2,6 +2,7 @@
 // kernel arguments, random workload and CPU reference). The tuner, runtime and CLI are generic over it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -50,6 +51,23 @@ struct LaunchShape {
   Dim3 block;
   unsigned shared_bytes = 0;  ///< Dynamic shared memory.
 };
+
+/// Blocks of `block` threads resident on the whole device at once (at least 1): one "wave".
+inline std::int64_t resident_blocks(const DeviceInfo& device, std::int64_t block) {
+  return std::max<std::int64_t>(1, std::int64_t{device.sm_count} *
+                                       std::max<std::int64_t>(1, device.max_threads_per_sm / block));
+}
+
+/// A 1-D grid-stride launch: enough blocks of `block` threads for `units` units at `units_per_block` each (at least
+/// one block), capped at `waves` waves.
+inline LaunchShape grid_stride_shape(std::int64_t units, std::int64_t block, std::int64_t units_per_block,
+                                     std::int64_t waves, const DeviceInfo& device) {
+  const std::int64_t needed = std::max<std::int64_t>(1, (units + units_per_block - 1) / units_per_block);
+  LaunchShape s;
+  s.grid.x = static_cast<unsigned>(std::min(needed, resident_blocks(device, block) * waves));
+  s.block.x = static_cast<unsigned>(block);
+  return s;
+}
 
 /// What NVRTC compiles for one (problem, config): the program text and the name expression of the instantiation.
 struct KernelSource {

@@ -95,14 +95,7 @@ class ElementwiseFamily final : public Family {
   LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
     const auto& p = static_cast<const ElementwiseProblem&>(problem);
     const std::int64_t block = config.at("block"), pack = config.at("pack"), unroll = config.at("unroll");
-    const std::int64_t packs = p.n() / pack;
-    const std::int64_t needed = std::max<std::int64_t>(1, (packs + block * unroll - 1) / (block * unroll));
-    const std::int64_t per_wave = std::max<std::int64_t>(
-        1, std::int64_t{device.sm_count} * std::max<std::int64_t>(1, device.max_threads_per_sm / block));
-    LaunchShape s;
-    s.grid.x = static_cast<unsigned>(std::min(needed, per_wave * config.at("waves")));
-    s.block.x = static_cast<unsigned>(block);
-    return s;
+    return grid_stride_shape(p.n() / pack, block, block * unroll, config.at("waves"), device);
   }
 
   void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,

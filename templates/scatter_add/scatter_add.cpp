@@ -279,8 +279,7 @@ class ScatterAddFamily final : public Family {
                            const DeviceInfo& device) const override {
     const auto& p = static_cast<const ScatterAddProblem&>(problem);
     const std::int64_t block = config.at("block"), items = config.at("items");
-    const std::int64_t resident = std::max<std::int64_t>(
-        1, std::int64_t{device.sm_count} * std::max<std::int64_t>(1, device.max_threads_per_sm / block));
+    const std::int64_t resident = resident_blocks(device, block);
     LaunchShape s;
     s.block.x = static_cast<unsigned>(block);
     if (p.op() == Op::kDot) {

@@ -368,13 +368,7 @@ class UpsampleFamily final : public Family {
     const std::int64_t units = unit_count(p, static_cast<KernelKind>(config.at("kernel")),
                                           static_cast<Strategy>(config.at("strategy")),
                                           static_cast<int>(config.at("pack")));
-    const std::int64_t needed = std::max<std::int64_t>(1, (units + block * items - 1) / (block * items));
-    const std::int64_t per_wave = std::max<std::int64_t>(
-        1, std::int64_t{device.sm_count} * std::max<std::int64_t>(1, device.max_threads_per_sm / block));
-    LaunchShape s;
-    s.grid.x = static_cast<unsigned>(std::min(needed, per_wave * config.at("waves")));
-    s.block.x = static_cast<unsigned>(block);
-    return s;
+    return grid_stride_shape(units, block, block * items, config.at("waves"), device);
   }
 
   void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,
