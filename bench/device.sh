@@ -21,7 +21,7 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 "$build/jitune" devices | tee -a "$out/gpu.txt"
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  (cd "$build" && ctest --output-on-failure -j1 "${ctest_args[@]}" 2>&1) | tee "$out/ctest.log" | tail -40
+  (cd "$build" && ctest --output-on-failure -j1 -L gpu "${ctest_args[@]}" 2>&1) | tee "$out/ctest.log" | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tunes the default suite twice in separate processes and reports, per case, whether the same config won; where
 not, both winners are re-timed side by side (one more process, interleaved rounds) and their gap is printed.
-Usage: bench/stability.py --jitune build/jitune [--family F ...] --json out.json"""
+Usage: bench/stability.py --jitune build/jitune [--family F ...] [--first run1.json] --json out.json
+--first takes the output of an earlier `jitune --json tune --suite default` (another process) as the first run."""
 import argparse
 import json
 import subprocess
@@ -23,8 +24,10 @@ def main():
     ap.add_argument("--jitune", default="build/jitune")
     ap.add_argument("--family", action="append")
     ap.add_argument("--json")
+    ap.add_argument("--first", help="JSON of an earlier suite run to use as the first of the two")
     args = ap.parse_args()
-    first, second = suite(args.jitune, args.family), suite(args.jitune, args.family)
+    first = json.load(open(args.first)) if args.first else suite(args.jitune, args.family)
+    second = suite(args.jitune, args.family)
     b = {r["case"]: r for r in second["results"]}
     rows = []
     print(f"{'case':40s} {'same':>5s} {'run 1 config':40s} {'run 2 config':40s} {'gap':>7s}")

@@ -6,10 +6,34 @@
 
 namespace jitune::tuner {
 
+std::optional<CompileMemo::Hit> CompileMemo::find(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  auto it = units_.find(key);
+  if (it == units_.end()) return std::nullopt;
+  return it->second;
+}
+
+void CompileMemo::add(const std::vector<std::string>& keys, std::shared_ptr<const CompiledProgram> program) {
+  if (!program || !program->ok) return;
+  std::lock_guard lock(mutex_);
+  const std::size_t bytes = program->cubin.size() + program->log.size();
+  if (bytes_ + bytes > max_bytes_) {
+    units_.clear();
+    bytes_ = 0;
+  }
+  bytes_ += bytes;
+  for (std::size_t u = 0; u < keys.size(); ++u) units_.insert_or_assign(keys[u], Hit{program, u});
+}
+
+std::size_t CompileMemo::units() const {
+  std::lock_guard lock(mutex_);
+  return units_.size();
+}
+
 CompilePool::CompilePool(const Compiler& compiler, const Family& family, const Problem& problem,
                          const std::vector<Config>& configs, std::string arch, unsigned threads,
-                         bool resource_report)
-    : compiler_(compiler), arch_(std::move(arch)), resource_report_(resource_report) {
+                         bool resource_report, CompileMemo* memo)
+    : compiler_(compiler), arch_(std::move(arch)), resource_report_(resource_report), memo_(memo) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   // Group by program text, then by name expression within a program.
   struct Group {
@@ -44,9 +68,42 @@ CompilePool::CompilePool(const Compiler& compiler, const Family& family, const P
       }
     return part;
   };
+  bool probed = false;  // set when the default config's unit came from the memo: it is known to compile
+  if (memo_) {
+    // Units an earlier pool compiled: one ready batch per kept program, and they leave the groups.
+    std::map<const CompiledProgram*, CompiledBatch> hits;
+    std::size_t hit_units = 0;
+    for (const std::string& program : order) {
+      Group& g = groups[program];
+      Group rest;
+      for (std::size_t u = 0; u < g.names.size(); ++u) {
+        auto hit = memo_->find(compiler_.binary_key(program, g.names[u], arch_));
+        if (!hit) {
+          rest.index.emplace(g.names[u], rest.names.size());
+          rest.names.push_back(g.names[u]);
+          rest.members.push_back(std::move(g.members[u]));
+          continue;
+        }
+        CompiledBatch& b = hits[hit->program.get()];
+        b.program = program;
+        b.output = hit->program;
+        for (std::size_t i : g.members[u]) {
+          b.candidates.push_back(i);
+          b.name_expressions.push_back(g.names[u]);
+          b.unit.push_back(hit->unit);
+        }
+        reused_ += g.members[u].size();
+        ++hit_units;
+        if (std::find(g.members[u].begin(), g.members[u].end(), std::size_t{0}) != g.members[u].end()) probed = true;
+      }
+      g = std::move(rest);
+    }
+    for (auto& [ptr, b] : hits) done_.push_back(std::move(b));
+    units -= hit_units;
+    std::erase_if(order, [&](const std::string& program) { return groups[program].names.empty(); });
+  }
   std::deque<CompiledBatch> batches;
   const std::size_t per_batch = std::clamp<std::size_t>((units + 2 * threads - 1) / (2 * threads), 1, 24);
-  bool probed = false;
   for (const std::string& program : order) {
     const Group& g = groups[program];
     std::size_t b = 0;
@@ -123,6 +180,11 @@ void CompilePool::compile_batch(CompiledBatch batch) {
     return;
   }
   batch.output = std::make_shared<const CompiledProgram>(std::move(out));
+  if (memo_ && batch.output->ok) {
+    std::vector<std::string> keys;
+    for (const std::string& name : names) keys.push_back(compiler_.binary_key(batch.program, name, arch_));
+    memo_->add(keys, batch.output);
+  }
   {
     std::lock_guard lock(mutex_);
     seconds_ += batch.output->seconds;

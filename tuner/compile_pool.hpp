@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,13 +27,38 @@ struct CompiledBatch {
   std::shared_ptr<const CompiledProgram> output;
 };
 
+/// Compiled instantiations kept across the tuning sessions of one process (a suite): a unit compiled for one problem
+/// is reused when another problem instantiates the same program text and name expression for the same architecture
+/// and NVRTC (the key is Compiler::binary_key). Failed compiles are not kept. When the kept programs pass `max_bytes`
+/// the memo is emptied and starts again.
+class CompileMemo {
+ public:
+  explicit CompileMemo(std::size_t max_bytes = std::size_t{512} << 20) : max_bytes_(max_bytes) {}
+  struct Hit {
+    std::shared_ptr<const CompiledProgram> program;
+    std::size_t unit = 0;  ///< Index of the name expression in `program`.
+  };
+  std::optional<Hit> find(const std::string& key) const;
+  /// Keeps every unit of a successfully compiled program; `keys[u]` is unit u's key.
+  void add(const std::vector<std::string>& keys, std::shared_ptr<const CompiledProgram> program);
+  std::size_t units() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, Hit> units_;
+  std::size_t bytes_ = 0, max_bytes_;
+};
+
 class CompilePool {
  public:
   /// Starts compiling `configs` of `problem` for `arch` on `threads` threads (0: all cores). The first config (the
   /// heuristic default) is compiled first, on the calling thread: when it fails the problem itself cannot compile
   /// (a malformed expression, say) and CompileError is thrown with NVRTC's log instead of failing every config.
+  /// With a `memo`, units compiled by earlier pools of this process are taken from it (delivered first, no NVRTC)
+  /// and new ones are added to it.
   CompilePool(const Compiler& compiler, const Family& family, const Problem& problem,
-              const std::vector<Config>& configs, std::string arch, unsigned threads, bool resource_report);
+              const std::vector<Config>& configs, std::string arch, unsigned threads, bool resource_report,
+              CompileMemo* memo = nullptr);
   ~CompilePool();
   CompilePool(const CompilePool&) = delete;
   CompilePool& operator=(const CompilePool&) = delete;
@@ -41,6 +67,8 @@ class CompilePool {
   std::optional<CompiledBatch> next();
   /// Summed NVRTC time of all programs so far (seconds).
   double compile_seconds() const;
+  /// Candidates whose compiled unit came from the memo.
+  std::size_t reused() const noexcept { return reused_; }
 
  private:
   void work();
@@ -49,6 +77,8 @@ class CompilePool {
   const Compiler& compiler_;
   std::string arch_;
   bool resource_report_;
+  CompileMemo* memo_;
+  std::size_t reused_ = 0;
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<CompiledBatch> todo_;

@@ -28,7 +28,7 @@ struct RunnerSettings {
   std::uint64_t seed = 0;
   L2Mode l2 = L2Mode::kAuto;
   double min_time_ms = 2.0;
-  int min_reps = 5, max_reps = 200, retime_reps = 15;
+  int min_reps = 5, max_reps = 200, retime_reps = 25;
   double cut_ratio = 1.5;
   double candidate_timeout_s = 20;  ///< Worker runner: a candidate with no verdict by then is killed (timeout).
 };
@@ -36,6 +36,9 @@ struct RunnerSettings {
 class CandidateRunner {
  public:
   virtual ~CandidateRunner() = default;
+  /// Starts setup() without waiting for it where the runner can (a worker builds the workload and reference in its
+  /// own process while the caller compiles); setup() then only collects the result.
+  virtual void begin_setup() {}
   /// Builds the workload and reference and uploads them; returns the L2 mode in effect. Throws on failure.
   virtual L2Mode setup() = 0;
   /// Verdict for one candidate: ok / cut (timed), wrong_result, launch_failed, resources_exceeded, timeout.

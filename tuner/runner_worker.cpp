@@ -60,8 +60,13 @@ class WorkerRunner final : public CandidateRunner {
       : worker_(std::move(worker)), device_(device), family_(family), problem_(problem), settings_(s) {}
   ~WorkerRunner() override { stop(false); }
 
+  void begin_setup() override {
+    if (pid_ < 0) launch();
+  }
+
   L2Mode setup() override {
-    start();
+    if (pid_ < 0) launch();
+    finish_launch();
     return l2_;
   }
 
@@ -123,6 +128,12 @@ class WorkerRunner final : public CandidateRunner {
 
  private:
   void start() {
+    launch();
+    finish_launch();
+  }
+
+  // Starts the worker and sends it the setup request; finish_launch() reads its answer.
+  void launch() {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       throw Error(std::string("cannot create the socket to the tuning worker: ") + std::strerror(errno));
@@ -146,8 +157,12 @@ class WorkerRunner final : public CandidateRunner {
     modules_sent_.clear();
     json req = {{"op", "setup"}, {"family", family_.name()}, {"signature", problem_.signature()},
                 {"device", device_}, {"settings", settings_json(settings_)}};
+    setup_sent_ = wire::write_frame(fd_, req);
+  }
+
+  void finish_launch() {
     wire::Frame reply;
-    const wire::ReadStatus st = call(req, reply, 600);
+    const wire::ReadStatus st = setup_sent_ ? wire::read_frame(fd_, reply, 600) : wire::ReadStatus::kEof;
     if (st != wire::ReadStatus::kOk || !reply.header.value("ok", false)) {
       const std::string why = st == wire::ReadStatus::kOk ? reply.header.value("error", std::string("?"))
                                                           : "no reply (" + reap() + ")";
@@ -210,6 +225,7 @@ class WorkerRunner final : public CandidateRunner {
   pid_t pid_ = -1;
   int fd_ = -1;
   int starts_ = 0;
+  bool setup_sent_ = false;
   L2Mode l2_ = L2Mode::kAuto;
   std::set<std::size_t> modules_sent_;
 };

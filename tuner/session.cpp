@@ -82,8 +82,6 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
     std::shuffle(configs.begin() + (has_default ? 1 : 0), configs.end(), rng);
     configs.resize(std::max<std::size_t>(opt.budget, 1));
   }
-  CompilePool pool(impl.compiler, family, problem, configs, device.arch(), opt.compile_threads, opt.reject_spills);
-
   RunnerSettings settings{seed, opt.l2, opt.min_time_ms, opt.min_reps, opt.max_reps, opt.retime_reps,
                           cut_ratio, opt.candidate_timeout_s};
   std::string worker;
@@ -97,11 +95,16 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
                   "path (it is built next to the jitune command)");
   }
   report.isolated = !worker.empty();
-  // The workload and CPU reference are built (in the worker, or here) while NVRTC works.
-  const auto t_ref = Clock::now();
+  // The workload and CPU reference are built (in the worker, or here) while NVRTC works: a worker starts on them
+  // before the compile pool's probe, and the wait for them that is left is reference_s.
   std::unique_ptr<CandidateRunner> runner =
       report.isolated ? make_worker_runner(worker, device.ordinal, family, problem, settings)
                       : make_in_process_runner(runtime, family, problem, settings);
+  runner->begin_setup();
+  CompilePool pool(impl.compiler, family, problem, configs, device.arch(), opt.compile_threads, opt.reject_spills,
+                   opt.compile_memo.get());
+  report.compile_reused = pool.reused();
+  const auto t_ref = Clock::now();
   report.l2 = runner->setup();
   report.reference_s = seconds_since(t_ref);
 
@@ -134,7 +137,9 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
     }
   };
 
+  auto t_wait = Clock::now();
   while (auto batch = pool.next()) {
+    report.wait_compile_s += seconds_since(t_wait);
     const auto& out = batch->output;
     ++module_id;
     for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
@@ -155,13 +160,17 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
       }
       auto cand = std::make_unique<Candidate>(Candidate{i, configs[i], out, module_id, out->lowered.at(batch->unit[b])});
       const KernelResources resources = c.resources;
+      const auto t_run = Clock::now();
       c = runner->run(*cand, best_us);
+      report.timing_s += seconds_since(t_run);
       c.resources = resources;
       if (c.status == "ok" && (best_us == 0 || c.time_us < best_us)) best_us = c.time_us;
       if (c.status == "ok") timed.push_back(std::move(cand));
       finish(i);
     }
+    t_wait = Clock::now();
   }
+  report.wait_compile_s += seconds_since(t_wait);
   report.compile_s = pool.compile_seconds();
   report.worker_restarts = runner->restarts();
 
@@ -187,7 +196,9 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
     throw Error("tuning " + report.family + " " + report.signature + ": no candidate compiled and verified (" +
                 summary + " ). First failure: " + first_reason);
   }
+  const auto t_retime = Clock::now();
   const auto retimed = runner->retime(finalists);
+  report.timing_s += seconds_since(t_retime);
   const Candidate* winner = nullptr;
   const Candidate* default_candidate = nullptr;
   double default_spread = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@
 namespace jitune::tuner {
 
 enum class Strategy { kExhaustive, kRandom };
+
+class CompileMemo;  // tuner/compile_pool.hpp
 
 /// Progress of a session, reported after each candidate.
 struct Progress {
@@ -35,7 +38,7 @@ struct TuneOptions {
   int max_reps = 200;
   double cut_ratio = 1.5;          ///< After 3 reps, a candidate this much slower than the best is cut.
   int retime_top = 3;              ///< Fastest candidates re-timed side by side (with the default) at the end.
-  int retime_reps = 15;            ///< Rounds of the side-by-side re-timing.
+  int retime_reps = 25;            ///< Rounds of the side-by-side re-timing.
   unsigned compile_threads = 0;    ///< 0: all cores.
   bool reject_spills = true;       ///< Candidates whose kernel spills registers are rejected.
   L2Mode l2 = L2Mode::kAuto;       ///< How repetitions see the L2 (see L2Mode).
@@ -49,6 +52,9 @@ struct TuneOptions {
   /// re-timed side by side: for revalidating stored winners and comparing two tunings.
   std::vector<Config> only_configs;
   bool store = true;               ///< Write measurements and the winner to the user cache.
+  /// Shared by the sessions of a suite: instantiations an earlier problem compiled (same program text and name
+  /// expression) are reused instead of compiled again. Null: every session compiles its own.
+  std::shared_ptr<CompileMemo> compile_memo;
   std::function<void(const Progress&)> on_progress;
 };
 
@@ -76,6 +82,9 @@ struct TuneReport {
   std::vector<CandidateResult> candidates;
   std::size_t space_size = 0, pruned = 0;
   double wall_s = 0, compile_s = 0, reference_s = 0;
+  double wait_compile_s = 0;            ///< Wall time the GPU side waited for NVRTC (compile-bound when large).
+  double timing_s = 0;                  ///< Wall time spent verifying and timing candidates, re-timing included.
+  std::size_t compile_reused = 0;       ///< Candidates whose compiled kernel came from TuneOptions::compile_memo.
   L2Mode l2 = L2Mode::kAuto;            ///< The mode the timings were taken in (never kAuto after tuning).
   bool isolated = false;                ///< Candidates ran in a worker process.
   int worker_restarts = 0;              ///< Workers restarted after a fault or a hang.

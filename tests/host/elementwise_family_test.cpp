@@ -2,12 +2,14 @@
 // workload and CPU reference, and an NVRTC compile of every legal config for sm_80 and sm_90.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
 
 #include "runtime/compiler.hpp"
 #include "templates/elementwise/elementwise.hpp"
 #include "templates/host_float.hpp"
 #include "templates/sources.hpp"
+#include "tuner/compile_pool.hpp"
 #include "tuner/tuner.hpp"
 
 namespace jitune {
@@ -142,6 +144,55 @@ TEST_CASE("NVRTC compiles every legal config for sm_80 and sm_90, every dtype") 
         CHECK(c.resources.registers > 0);
       }
     }
+}
+
+TEST_CASE("a compile memo lets a later problem reuse the kernels an earlier one compiled") {
+  Compiler compiler;
+  const DeviceInfo dev = nominal_device(90);
+  auto small = problem("z = x * y", "float32", 1000), large = problem("z = x * y", "float32", 777777);
+  auto other = problem("z = x - y", "float32", 1000);
+  std::size_t pruned = 0;
+  std::vector<Config> configs = tuner::legal_candidates(fam(), *small, dev, pruned);
+  configs.resize(9);  // the default and 8 more: a few batches
+  // lowered name of each config's kernel, from one pool
+  auto run = [&](tuner::CompilePool& pool) {
+    std::map<std::string, std::string> lowered;
+    while (auto batch = pool.next())
+      for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
+        REQUIRE(batch->output->ok);
+        CHECK(batch->output->resources.at(batch->unit[b]).registers > 0);
+        lowered[configs[batch->candidates[b]].text()] = batch->output->lowered.at(batch->unit[b]);
+      }
+    return lowered;
+  };
+  tuner::CompileMemo memo;
+  const std::size_t before = compiler.compile_count();
+  tuner::CompilePool first(compiler, fam(), *small, configs, dev.arch(), 2, true, &memo);
+  const auto a = run(first);
+  CHECK(first.reused() == 0);
+  CHECK(a.size() == configs.size());
+  const std::size_t compiled = compiler.compile_count() - before;
+  CHECK(memo.units() > 0);
+
+  // Same expression and dtype, another size: every candidate comes from the memo, no NVRTC call.
+  tuner::CompilePool second(compiler, fam(), *large, configs, dev.arch(), 2, true, &memo);
+  const auto b = run(second);
+  CHECK(second.reused() == configs.size());
+  CHECK(compiler.compile_count() - before == compiled);
+  CHECK(b == a);
+
+  // Another expression: nothing to reuse.
+  tuner::CompilePool third(compiler, fam(), *other, configs, dev.arch(), 2, true, &memo);
+  const auto c = run(third);
+  CHECK(third.reused() == 0);
+  CHECK(c.size() == configs.size());
+  CHECK(compiler.compile_count() - before > compiled);
+
+  // A memo over its byte limit starts again instead of growing.
+  tuner::CompileMemo tiny(1);
+  tuner::CompilePool fourth(compiler, fam(), *small, configs, dev.arch(), 2, true, &tiny);
+  run(fourth);
+  CHECK(tiny.units() < memo.units());
 }
 
 TEST_CASE("a broken expression fails fast with NVRTC's message") {

@@ -13,6 +13,7 @@
 #include "cache/store.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "templates/sources.hpp"
+#include "tuner/compile_pool.hpp"
 #include "tuner/tuner.hpp"
 
 namespace jitune::cli {
@@ -76,8 +77,35 @@ json candidate_json(const tuner::CandidateResult& c) {
 
 struct SuiteRow {
   std::string name, family, signature, config, heuristic;
-  double best_us = 0, default_us = 0, bytes = 0, wall_s = 0;
+  double best_us = 0, default_us = 0, bytes = 0, wall_s = 0, wait_compile_s = 0, timing_s = 0, reference_s = 0;
+  std::size_t candidates = 0, reused = 0;
 };
+
+// The suite's summary table and where its wall time went.
+void print_suite_table(std::FILE* to, const std::string& suite, const std::string& device, double copy_gbs,
+                       double wall, const std::vector<SuiteRow>& rows) {
+  std::fprintf(to, "\nsuite %s on %s (device copy %.1f GB/s), %.1fs wall\n", suite.c_str(), device.c_str(), copy_gbs,
+               wall);
+  std::fprintf(to, "%-36s %-40s %10s %9s %8s %10s %8s %7s\n", "case", "config", "time us", "GB/s", "% copy",
+               "default us", "speedup", "wall s");
+  double waits = 0, timing = 0, refs = 0;
+  std::size_t candidates = 0, reused = 0;
+  for (const SuiteRow& r : rows) {
+    const double gbs = r.bytes / (r.best_us * 1e3);
+    std::fprintf(to, "%-36s %-40s %10.2f %9.1f %7.1f%% %10.2f %7.3fx %7.1f\n", r.name.c_str(), r.config.c_str(),
+                 r.best_us, gbs, 100 * gbs / copy_gbs, r.default_us, r.default_us / r.best_us, r.wall_s);
+    waits += r.wait_compile_s;
+    timing += r.timing_s;
+    refs += r.reference_s;
+    candidates += r.candidates;
+    reused += r.reused;
+  }
+  std::fprintf(to,
+               "where the %.1fs of tuning went: %.1fs verifying and timing on the GPU, %.1fs waiting for NVRTC, %.1fs "
+               "building workloads and CPU references, %.1fs other (copy bandwidth, stores, setup)\n",
+               wall, timing, waits, refs, wall - timing - waits - refs);
+  std::fprintf(to, "%zu candidates, %zu of them on a kernel compiled for an earlier case\n", candidates, reused);
+}
 
 int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::pair<const Family*, std::string>>& jobs) {
   Compiler compiler;
@@ -183,6 +211,8 @@ int tune(const Common& common, const TuneArgs& args) {
   std::vector<SuiteRow> rows;
   json out = json::array();
   int failures = 0;
+  // Problems of one family often instantiate the same kernels (the shape is a launch argument): compile them once.
+  auto memo = std::make_shared<tuner::CompileMemo>();
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const auto& [f, signature] = jobs[j];
     auto problem = f->parse_problem(signature);
@@ -193,6 +223,7 @@ int tune(const Common& common, const TuneArgs& args) {
     opt.min_time_ms = args.min_time_ms;
     opt.compile_threads = args.threads;
     opt.store = !args.no_store;
+    opt.compile_memo = memo;
     if (args.in_process) opt.isolation = tuner::TuneOptions::Isolation::kInProcess;
     for (std::string_view rest = args.configs; !rest.empty();) {
       const std::size_t semi = rest.find(';');
@@ -206,7 +237,8 @@ int tune(const Common& common, const TuneArgs& args) {
     try {
       tuner::TuneReport r = tuner::tune(rt, *f, *problem, opt);
       rows.push_back({names[j], std::string(f->name()), signature, r.best.text(), r.heuristic.text(), r.best_us,
-                      r.default_us, r.bytes, r.wall_s});
+                      r.default_us, r.bytes, r.wall_s, r.wait_compile_s, r.timing_s, r.reference_s,
+                      r.candidates.size(), r.compile_reused});
       if (common.json) {
         json cands = json::array();
         for (const auto& c : r.candidates) cands.push_back(candidate_json(c));
@@ -219,7 +251,7 @@ int tune(const Common& common, const TuneArgs& args) {
                           return a;
                         }()}, {"bytes", r.bytes}, {"legal", r.candidates.size()},
                        {"pruned", r.pruned}, {"wall_s", r.wall_s}, {"compile_s", r.compile_s},
-                       {"reference_s", r.reference_s}, {"l2_mode", tuner::l2_mode_name(r.l2)}, {"stored", r.stored}, {"store_error", r.store_error}, {"kept_default", r.kept_default}, {"candidates", cands}});
+                       {"wait_compile_s", r.wait_compile_s}, {"timing_s", r.timing_s}, {"compile_reused", r.compile_reused}, {"reference_s", r.reference_s}, {"l2_mode", tuner::l2_mode_name(r.l2)}, {"stored", r.stored}, {"store_error", r.store_error}, {"kept_default", r.kept_default}, {"candidates", cands}});
       } else if (args.suite.empty()) {
         std::map<std::string, int> counts;
         for (const auto& c : r.candidates) ++counts[c.status];
@@ -246,16 +278,10 @@ int tune(const Common& common, const TuneArgs& args) {
   if (common.json) {
     std::cout << json{{"device", rt.device().name}, {"copy_gbs", copy_gbs}, {"wall_s", wall}, {"results", out}}.dump(2)
               << "\n";
+    // The JSON owns stdout; the people watching still get the table.
+    if (!args.suite.empty()) print_suite_table(stderr, args.suite, rt.device().name, copy_gbs, wall, rows);
   } else if (!args.suite.empty()) {
-    std::printf("\nsuite %s on %s (device copy %.1f GB/s), %.1fs wall\n", args.suite.c_str(), rt.device().name.c_str(),
-                copy_gbs, wall);
-    std::printf("%-36s %-40s %10s %9s %8s %10s %8s\n", "case", "config", "time us", "GB/s", "% copy", "default us",
-                "speedup");
-    for (const SuiteRow& r : rows) {
-      const double gbs = r.bytes / (r.best_us * 1e3);
-      std::printf("%-36s %-40s %10.2f %9.1f %7.1f%% %10.2f %7.3fx\n", r.name.c_str(), r.config.c_str(), r.best_us, gbs,
-                  100 * gbs / copy_gbs, r.default_us, r.default_us / r.best_us);
-    }
+    print_suite_table(stdout, args.suite, rt.device().name, copy_gbs, wall, rows);
   }
   return failures ? kExitError : 0;
 }
