@@ -172,6 +172,23 @@ void validate_common(const char* op, DType dtype, DType index_dtype) {
                           " is not supported; use int32 or int64");
 }
 
+// The part index_add and scatter_add share once their shapes are validated and count > 0: the pointer checks, the
+// empty destination (every index out of range: an error when checking, else nothing to do), then the launch.
+void checked_index_add(Runtime& runtime, const char* op, void* dst, std::int64_t rows, const void* index,
+                       std::int64_t count, DType index_dtype, const void* src, std::int64_t row_length, DType dtype,
+                       Stream stream, const ScatterAddOptions& options, const char* empty_destination) {
+  const std::size_t es = dtype_size(dtype);
+  check_pointer(op, "index", index, dtype_size(index_dtype), index_dtype);
+  check_pointer(op, "src", src, es, dtype);
+  if (rows == 0) {
+    if (options.check_indices)
+      throw InvalidArgument(std::string(op) + ": the destination " + empty_destination +
+                            ", so index[0] is out of range");
+    return;
+  }
+  check_pointer(op, "dst", dst, es, dtype);
+  run_index_add(runtime, op, dst, rows, index, count, index_dtype, src, row_length, dtype, stream, options);
+}
 }  // namespace
 
 void index_add(Runtime& runtime, void* dst, std::int64_t dst_rows, const void* index,
@@ -188,18 +205,8 @@ void index_add(Runtime& runtime, void* dst, std::int64_t dst_rows, const void* i
                           std::to_string(index_count) +
                           " entries; source row i goes to destination row index[i], so they must match");
   if (index_count == 0 || row_length == 0) return;
-  const std::size_t es = dtype_size(dtype);
-  check_pointer(op, "index", index, dtype_size(index_dtype), index_dtype);
-  check_pointer(op, "src", src, es, dtype);
-  if (dst_rows == 0) {
-    // Every index is out of range of an empty destination.
-    if (options.check_indices)
-      throw InvalidArgument("index_add: the destination has no rows, so index[0] is out of range");
-    return;
-  }
-  check_pointer(op, "dst", dst, es, dtype);
-  run_index_add(runtime, op, dst, dst_rows, index, index_count, index_dtype, src, row_length, dtype, stream,
-                options);
+  checked_index_add(runtime, op, dst, dst_rows, index, index_count, index_dtype, src, row_length, dtype, stream,
+                    options, "has no rows");
 }
 
 void scatter_add(Runtime& runtime, void* dst, std::int64_t dst_count, const void* index,
@@ -214,16 +221,8 @@ void scatter_add(Runtime& runtime, void* dst, std::int64_t dst_count, const void
     throw InvalidArgument("scatter_add: index has " + std::to_string(index_count) + " entries but src only " +
                           std::to_string(src_count) + " elements; index may not be longer than src");
   if (index_count == 0) return;
-  const std::size_t es = dtype_size(dtype);
-  check_pointer(op, "index", index, dtype_size(index_dtype), index_dtype);
-  check_pointer(op, "src", src, es, dtype);
-  if (dst_count == 0) {
-    if (options.check_indices)
-      throw InvalidArgument("scatter_add: the destination is empty, so index[0] is out of range");
-    return;
-  }
-  check_pointer(op, "dst", dst, es, dtype);
-  run_index_add(runtime, op, dst, dst_count, index, index_count, index_dtype, src, 1, dtype, stream, options);
+  checked_index_add(runtime, op, dst, dst_count, index, index_count, index_dtype, src, 1, dtype, stream, options,
+                    "is empty");
 }
 
 void dot(Runtime& runtime, const void* x, const void* y, std::int64_t n, void* out, DType dtype,
