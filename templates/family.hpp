@@ -179,6 +179,9 @@ class Family {
   virtual OutputCheck output_check(const Problem& problem, std::size_t index) const = 0;
   /// Signatures of this family's public benchmark cases (`jitune tune --suite default`), with short names.
   virtual std::vector<std::pair<std::string, std::string>> default_suite() const = 0;
+  /// True when a candidate takes NVRTC about a second or more (heavily unrolled kernels). A suite tunes such
+  /// families last, so their compiles run in the background while the other families time on the GPU.
+  virtual bool slow_compiles() const { return false; }
 
   /// Inverse of Problem::signature: "a=1;b=2" -> make_problem({{"a","1"},{"b","2"}}).
   std::unique_ptr<Problem> parse_problem(std::string_view signature) const;

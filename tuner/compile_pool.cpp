@@ -1,8 +1,14 @@
 // Batches are sized so every thread gets about two programs: enough to balance, few enough to share front-end work.
 #include "tuner/compile_pool.hpp"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
+
+#include "tuner/tuner.hpp"
 
 namespace jitune::tuner {
 
@@ -23,6 +29,11 @@ void CompileMemo::add(const std::vector<std::string>& keys, std::shared_ptr<cons
   }
   bytes_ += bytes;
   for (std::size_t u = 0; u < keys.size(); ++u) units_.insert_or_assign(keys[u], Hit{program, u});
+}
+
+std::size_t CompileMemo::bytes() const {
+  std::lock_guard lock(mutex_);
+  return bytes_;
 }
 
 std::size_t CompileMemo::units() const {
@@ -206,6 +217,136 @@ std::optional<CompiledBatch> CompilePool::next() {
 double CompilePool::compile_seconds() const {
   std::lock_guard lock(mutex_);
   return seconds_;
+}
+
+CompilePrefetch::CompilePrefetch(const Compiler& compiler, const DeviceInfo& device, CompileMemo& memo,
+                                 std::vector<Job> jobs, unsigned threads, bool resource_report)
+    : compiler_(compiler), device_(device), arch_(device.arch()), memo_(memo), jobs_(std::move(jobs)),
+      resource_report_(resource_report) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
+}
+
+CompilePrefetch::~CompilePrefetch() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+    todo_.clear();
+  }
+  changed_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void CompilePrefetch::starting(std::size_t job) {
+  std::lock_guard lock(mutex_);
+  first_job_ = std::max(first_job_, job + 1);
+  next_job_ = std::max(next_job_, first_job_);
+  std::erase_if(todo_, [&](const Batch& b) { return b.job < first_job_; });
+}
+
+void CompilePrefetch::wait() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] {
+    return stop_ || full_ || (todo_.empty() && !expanding_ && compiling_ == 0 && next_job_ >= jobs_.size());
+  });
+}
+
+double CompilePrefetch::compile_seconds() const {
+  std::lock_guard lock(mutex_);
+  return seconds_;
+}
+
+std::size_t CompilePrefetch::units() const {
+  std::lock_guard lock(mutex_);
+  return units_;
+}
+
+// Turns the next job into batches of the units the memo does not hold yet. Called with the lock held by one thread at
+// a time; the candidate list and program texts are built without it.
+bool CompilePrefetch::expand_next(std::unique_lock<std::mutex>& lock) {
+  if (next_job_ >= jobs_.size()) return false;
+  const std::size_t job = next_job_++;
+  const Job j = jobs_[job];
+  expanding_ = true;
+  lock.unlock();
+  std::vector<Batch> batches;
+  try {
+    std::size_t pruned = 0;
+    std::map<std::string, std::vector<std::string>> by_program;  // program text -> name expressions, in order
+    std::vector<std::string> order;
+    for (const Config& c : legal_candidates(*j.family, *j.problem, device_, pruned)) {
+      KernelSource src = j.family->source(*j.problem, c);
+      auto [it, fresh] = by_program.try_emplace(src.program);
+      if (fresh) order.push_back(src.program);
+      auto& names = it->second;
+      if (std::find(names.begin(), names.end(), src.name_expression) == names.end() &&
+          !memo_.find(compiler_.binary_key(src.program, src.name_expression, arch_)))
+        names.push_back(std::move(src.name_expression));
+    }
+    // Eight instantiations a program: the front end's work is shared, and a batch stays short enough to drop.
+    constexpr std::size_t kPerBatch = 8;
+    for (const std::string& program : order) {
+      const auto& names = by_program[program];
+      for (std::size_t b = 0; b < names.size(); b += kPerBatch)
+        batches.push_back({job, program,
+                           std::vector<std::string>(names.begin() + static_cast<std::ptrdiff_t>(b),
+                                                    names.begin() + static_cast<std::ptrdiff_t>(
+                                                                        std::min(names.size(), b + kPerBatch)))});
+    }
+  } catch (const std::exception&) {
+    // A problem the prefetch cannot enumerate is left to its session, which reports why.
+    batches.clear();
+  }
+  lock.lock();
+  expanding_ = false;
+  if (job >= first_job_)
+    for (Batch& b : batches) todo_.push_back(std::move(b));
+  changed_.notify_all();
+  return true;
+}
+
+void CompilePrefetch::work() {
+  // Linux: nice applies per thread. Raising it needs no privilege; if it fails the prefetch just competes evenly.
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    if (todo_.empty()) {
+      if (!expanding_ && expand_next(lock)) continue;
+      if (!expanding_ && next_job_ >= jobs_.size()) {  // nothing left to expand or compile
+        changed_.notify_all();
+        return;
+      }
+      changed_.wait(lock);
+      continue;
+    }
+    if (memo_.bytes() > memo_.max_bytes() / 4 * 3) {  // the sessions' own pools take over from here
+      full_ = true;
+      changed_.notify_all();
+      return;
+    }
+    Batch batch = std::move(todo_.front());
+    todo_.pop_front();
+    ++compiling_;
+    lock.unlock();
+    CompiledProgram out;
+    try {
+      out = compiler_.compile(batch.program, batch.names, arch_, resource_report_);
+    } catch (const std::exception&) {
+      out.ok = false;
+    }
+    const double seconds = out.seconds;
+    const bool ok = out.ok;
+    if (ok) {
+      std::vector<std::string> keys;
+      for (const std::string& name : batch.names) keys.push_back(compiler_.binary_key(batch.program, name, arch_));
+      memo_.add(keys, std::make_shared<const CompiledProgram>(std::move(out)));
+    }
+    lock.lock();
+    --compiling_;
+    seconds_ += seconds;
+    if (ok) units_ += batch.names.size();
+    changed_.notify_all();
+  }
 }
 
 }  // namespace jitune::tuner

@@ -39,6 +39,9 @@ class CompileMemo {
     std::size_t unit = 0;  ///< Index of the name expression in `program`.
   };
   std::optional<Hit> find(const std::string& key) const;
+  /// Bytes of the programs kept now, and the cap at which the memo starts again.
+  std::size_t bytes() const;
+  std::size_t max_bytes() const noexcept { return max_bytes_; }
   /// Keeps every unit of a successfully compiled program; `keys[u]` is unit u's key.
   void add(const std::vector<std::string>& keys, std::shared_ptr<const CompiledProgram> program);
   std::size_t units() const;
@@ -47,6 +50,61 @@ class CompileMemo {
   mutable std::mutex mutex_;
   std::map<std::string, Hit> units_;
   std::size_t bytes_ = 0, max_bytes_;
+};
+
+/// Compiles the candidates of sessions still to come (the rest of a suite) into a CompileMemo, in session order, on
+/// threads that run at a low CPU priority (nice 10): the running session's compiles, CPU references and timing
+/// loop come first, and what is left of the machine compiles ahead. A session that starts calls starting(): the
+/// prefetch then drops that session and every earlier one (its own pool compiles what is still missing). Programs
+/// that fail are dropped (the session's pool compiles them again and reports each failure). Stops adding when the
+/// memo is three quarters full, so it never forces the memo to start again.
+class CompilePrefetch {
+ public:
+  struct Job {
+    const Family* family = nullptr;
+    std::shared_ptr<const Problem> problem;
+  };
+  /// `device` gives the legal candidates (Family::check) and `arch`; `resource_report` must match the sessions'
+  /// (TuneOptions::reject_spills), so a kept program carries the register report the session needs.
+  CompilePrefetch(const Compiler& compiler, const DeviceInfo& device, CompileMemo& memo, std::vector<Job> jobs,
+                  unsigned threads, bool resource_report);
+  ~CompilePrefetch();
+  CompilePrefetch(const CompilePrefetch&) = delete;
+  CompilePrefetch& operator=(const CompilePrefetch&) = delete;
+
+  /// Session `job` starts: drop it and every earlier one.
+  void starting(std::size_t job);
+  /// Blocks until every job left is compiled (or the memo is three quarters full).
+  void wait();
+  /// Summed NVRTC time of the prefetched programs (seconds) and how many units they held.
+  double compile_seconds() const;
+  std::size_t units() const;
+
+ private:
+  struct Batch {
+    std::size_t job = 0;
+    std::string program;
+    std::vector<std::string> names;
+  };
+  void work();
+  bool expand_next(std::unique_lock<std::mutex>& lock);
+
+  const Compiler& compiler_;
+  const DeviceInfo& device_;
+  std::string arch_;
+  CompileMemo& memo_;
+  std::vector<Job> jobs_;
+  bool resource_report_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch> todo_;
+  std::size_t next_job_ = 0;   // next job to expand into batches
+  std::size_t first_job_ = 0;  // jobs before this one are dropped
+  bool expanding_ = false, stop_ = false, full_ = false;
+  std::size_t compiling_ = 0;  // batches being compiled now
+  double seconds_ = 0;
+  std::size_t units_ = 0;
+  std::vector<std::thread> threads_;
 };
 
 class CompilePool {

@@ -33,9 +33,22 @@ struct RunnerSettings {
   double candidate_timeout_s = 20;  ///< Worker runner: a candidate with no verdict by then is killed (timeout).
 };
 
+/// A problem's inputs and CPU reference, built on the host (Family::workload and Family::reference).
+struct HostWorkload {
+  Workload workload;
+  std::vector<std::vector<std::byte>> reference;
+};
+
+/// Builds the workload and reference of `problem` from `seed` (the work setup() does before it touches the GPU).
+HostWorkload build_host_workload(const Family& family, const Problem& problem, std::uint64_t seed);
+
 class CandidateRunner {
  public:
   virtual ~CandidateRunner() = default;
+  /// Starts building the workload and reference ahead of setup(), at a low CPU priority and without touching the GPU,
+  /// where the runner can (a worker starts its process for it): a suite prepares the next session this way while the
+  /// current one times. begin_setup() / setup() then use what it built.
+  virtual void prepare() {}
   /// Starts setup() without waiting for it where the runner can (a worker builds the workload and reference in its
   /// own process while the caller compiles); setup() then only collects the result.
   virtual void begin_setup() {}
@@ -51,8 +64,10 @@ class CandidateRunner {
 };
 
 /// Runs candidates on `runtime`'s context in this process. A fault there loses the context: run() then throws.
+/// `prepared`: the host workload and reference already built from settings.seed (setup() then only uploads them).
 std::unique_ptr<CandidateRunner> make_in_process_runner(Runtime& runtime, const Family& family, const Problem& problem,
-                                                        const RunnerSettings& settings);
+                                                        const RunnerSettings& settings,
+                                                        std::shared_ptr<HostWorkload> prepared = nullptr);
 
 /// Runs candidates in a jitune-worker process on the same device (`worker` is the executable's path).
 std::unique_ptr<CandidateRunner> make_worker_runner(const std::string& worker, int device, const Family& family,

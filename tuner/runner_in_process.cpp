@@ -9,14 +9,17 @@ namespace {
 
 class InProcessRunner final : public CandidateRunner {
  public:
-  InProcessRunner(Runtime& runtime, const Family& family, const Problem& problem, const RunnerSettings& s)
-      : impl_(runtime.impl()), family_(family), problem_(problem), settings_(s), kernels_(impl_), comparer_(kernels_) {}
+  InProcessRunner(Runtime& runtime, const Family& family, const Problem& problem, const RunnerSettings& s,
+                  std::shared_ptr<HostWorkload> prepared)
+      : impl_(runtime.impl()), family_(family), problem_(problem), settings_(s), kernels_(impl_), comparer_(kernels_),
+        prepared_(std::move(prepared)) {}
 
   L2Mode setup() override {
     driver::make_current(impl_.context);
-    const Workload host = family_.workload(problem_, settings_.seed);
-    const auto reference = family_.reference(problem_, host);
-    work_ = std::make_unique<DeviceWorkload>(family_, problem_, host, reference);
+    std::shared_ptr<HostWorkload> host = std::move(prepared_);
+    if (!host) host = std::make_shared<HostWorkload>(build_host_workload(family_, problem_, settings_.seed));
+    work_ = std::make_unique<DeviceWorkload>(family_, problem_, host->workload, host->reference);
+    host.reset();  // the device holds them now
     timer_ = std::make_unique<LaunchTimer>(kernels_, impl_.device, problem_.bytes_moved(),
                                            std::max(settings_.max_reps, settings_.retime_reps), settings_.l2,
                                            stream_.get());
@@ -118,6 +121,7 @@ class InProcessRunner final : public CandidateRunner {
   TunerKernels kernels_;
   DeviceComparer comparer_;
   driver::StreamHandle stream_;
+  std::shared_ptr<HostWorkload> prepared_;
   std::unique_ptr<DeviceWorkload> work_;
   std::unique_ptr<LaunchTimer> timer_;
   std::map<std::size_t, std::unique_ptr<driver::Module>> modules_;
@@ -126,9 +130,17 @@ class InProcessRunner final : public CandidateRunner {
 
 }  // namespace
 
+HostWorkload build_host_workload(const Family& family, const Problem& problem, std::uint64_t seed) {
+  HostWorkload h;
+  h.workload = family.workload(problem, seed);
+  h.reference = family.reference(problem, h.workload);
+  return h;
+}
+
 std::unique_ptr<CandidateRunner> make_in_process_runner(Runtime& runtime, const Family& family, const Problem& problem,
-                                                        const RunnerSettings& settings) {
-  return std::make_unique<InProcessRunner>(runtime, family, problem, settings);
+                                                        const RunnerSettings& settings,
+                                                        std::shared_ptr<HostWorkload> prepared) {
+  return std::make_unique<InProcessRunner>(runtime, family, problem, settings, std::move(prepared));
 }
 
 }  // namespace jitune::tuner

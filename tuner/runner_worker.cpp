@@ -1,12 +1,15 @@
 // The worker CandidateRunner (parent side), the worker's main loop, and finding the worker executable.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <set>
 
@@ -60,12 +63,22 @@ class WorkerRunner final : public CandidateRunner {
       : worker_(std::move(worker)), device_(device), family_(family), problem_(problem), settings_(s) {}
   ~WorkerRunner() override { stop(false); }
 
+  // The worker starts on the workload and reference at once and answers nothing; the setup request that follows
+  // uses them.
+  void prepare() override {
+    if (pid_ >= 0) return;
+    spawn();
+    wire::write_frame(fd_, {{"op", "prepare"}, {"family", family_.name()}, {"signature", problem_.signature()},
+                            {"settings", settings_json(settings_)}});
+  }
+
   void begin_setup() override {
-    if (pid_ < 0) launch();
+    if (pid_ < 0) spawn();
+    if (!setup_sent_) send_setup();
   }
 
   L2Mode setup() override {
-    if (pid_ < 0) launch();
+    begin_setup();
     finish_launch();
     return l2_;
   }
@@ -128,12 +141,13 @@ class WorkerRunner final : public CandidateRunner {
 
  private:
   void start() {
-    launch();
+    spawn();
+    send_setup();
     finish_launch();
   }
 
-  // Starts the worker and sends it the setup request; finish_launch() reads its answer.
-  void launch() {
+  // Starts the worker process.
+  void spawn() {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       throw Error(std::string("cannot create the socket to the tuning worker: ") + std::strerror(errno));
@@ -155,6 +169,11 @@ class WorkerRunner final : public CandidateRunner {
     pid_ = pid;
     ++starts_;
     modules_sent_.clear();
+    setup_sent_ = false;
+  }
+
+  // Sends the setup request; finish_launch() reads its answer.
+  void send_setup() {
     json req = {{"op", "setup"}, {"family", family_.name()}, {"signature", problem_.signature()},
                 {"device", device_}, {"settings", settings_json(settings_)}};
     setup_sent_ = wire::write_frame(fd_, req);
@@ -268,11 +287,36 @@ int worker_main(int argc, char** argv) {
   std::unique_ptr<Problem> problem;
   std::unique_ptr<CandidateRunner> runner;
   std::map<std::size_t, std::shared_ptr<CompiledProgram>> modules;
+  // A "prepare" request builds the workload and reference here, on a thread at nice 10 (its threads inherit that),
+  // while the tuner's current session still times on the GPU; "setup" then takes them when family, problem and seed
+  // match. The request has no answer, so a failure here only means setup builds them itself (and reports why).
+  std::string prepared_for;
+  std::shared_ptr<const Problem> prepared_problem;
+  std::future<std::shared_ptr<HostWorkload>> prepared;
+  auto prepared_key = [](const json& h) {
+    return h.at("family").get<std::string>() + "\n" + h.at("signature").get<std::string>() + "\n" +
+           std::to_string(h.at("settings").at("seed").get<std::uint64_t>());
+  };
   wire::Frame req;
   while (wire::read_frame(fd, req, -1) == wire::ReadStatus::kOk) {
     const std::string op = req.header.value("op", "");
     try {
       if (op == "quit") break;
+      if (op == "prepare") {
+        try {
+          const Family& f = jitune::family(req.header.at("family").get<std::string>());
+          prepared_problem = f.parse_problem(req.header.at("signature").get<std::string>());
+          const std::uint64_t seed = settings_from(req.header.at("settings")).seed;
+          prepared_for = prepared_key(req.header);
+          prepared = std::async(std::launch::async, [&f, problem = prepared_problem, seed] {
+            ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+            return std::make_shared<HostWorkload>(build_host_workload(f, *problem, seed));
+          });
+        } catch (const std::exception&) {
+          prepared_for.clear();
+        }
+        continue;
+      }
       if (op == "setup") {
         RuntimeOptions o;
         o.device = req.header.at("device").get<int>();
@@ -281,7 +325,19 @@ int worker_main(int argc, char** argv) {
         runtime = std::make_unique<Runtime>(o);
         family = &jitune::family(req.header.at("family").get<std::string>());
         problem = family->parse_problem(req.header.at("signature").get<std::string>());
-        runner = make_in_process_runner(*runtime, *family, *problem, settings_from(req.header.at("settings")));
+        std::shared_ptr<HostWorkload> host;
+        if (prepared.valid()) {
+          const bool match = prepared_for == prepared_key(req.header);
+          try {
+            host = prepared.get();
+          } catch (const std::exception&) {
+            host.reset();  // built again below, where a failure is reported
+          }
+          if (!match) host.reset();
+          prepared_problem.reset();
+        }
+        runner = make_in_process_runner(*runtime, *family, *problem, settings_from(req.header.at("settings")),
+                                        std::move(host));
         const L2Mode mode = runner->setup();
         wire::write_frame(fd, {{"ok", true}, {"l2", std::string(l2_mode_name(mode))}});
       } else if (op == "module") {

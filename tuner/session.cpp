@@ -46,6 +46,51 @@ std::vector<Config> legal_candidates(const Family& family, const Problem& proble
   return out;
 }
 
+namespace {
+
+std::uint64_t session_seed(const TuneOptions& opt) {
+  return opt.seed ? opt.seed : static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
+}
+
+RunnerSettings runner_settings(const TuneOptions& opt, std::uint64_t seed, double cut_ratio) {
+  return RunnerSettings{seed, opt.l2, opt.min_time_ms, opt.min_reps, opt.max_reps, opt.retime_reps,
+                        cut_ratio, opt.candidate_timeout_s};
+}
+
+// The worker executable for `opt`, empty for in-process runs; throws when a worker is required but missing.
+std::string session_worker(const TuneOptions& opt) {
+  if (opt.isolation == TuneOptions::Isolation::kInProcess) return {};
+  std::string worker = opt.worker.empty() ? find_worker() : opt.worker;
+  if (!opt.worker.empty() && ::access(opt.worker.c_str(), X_OK) != 0)
+    throw Error("the tuning worker '" + opt.worker + "' is not an executable file; build jitune-worker or leave "
+                "TuneOptions::worker empty to find it");
+  if (worker.empty() && opt.isolation == TuneOptions::Isolation::kWorker)
+    throw Error("tuning in a worker process was requested but jitune-worker was not found; set JITUNE_WORKER to its "
+                "path (it is built next to the jitune command)");
+  return worker;
+}
+
+}  // namespace
+
+PreparedSession::PreparedSession() = default;
+PreparedSession::~PreparedSession() = default;
+
+std::shared_ptr<PreparedSession> prepare_session(Runtime& runtime, const Family& family,
+                                                 std::shared_ptr<const Problem> problem, const TuneOptions& opt) {
+  if (!problem || !opt.only_configs.empty()) return nullptr;
+  const std::string worker = session_worker(opt);
+  if (worker.empty()) return nullptr;
+  auto p = std::make_shared<PreparedSession>();
+  p->family = std::string(family.name());
+  p->signature = problem->signature();
+  p->seed = session_seed(opt);
+  p->problem = std::move(problem);
+  p->runner = make_worker_runner(worker, runtime.impl().device.ordinal, family, *p->problem,
+                                 runner_settings(opt, p->seed, opt.cut_ratio));
+  p->runner->prepare();
+  return p;
+}
+
 TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, const TuneOptions& opt) {
   const auto t_start = Clock::now();
   Runtime::Impl& impl = runtime.impl();
@@ -75,31 +120,28 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
     retime_top = static_cast<int>(configs.size());
   }
   if (configs.empty()) throw InvalidArgument("no configuration of " + report.family + " is legal for " + report.signature);
-  const std::uint64_t seed = opt.seed ? opt.seed : static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
+  // A prepared session is used only for what it was prepared for (and never with a config list: its settings differ).
+  std::shared_ptr<PreparedSession> prepared = opt.prepared;
+  if (prepared && (prepared->family != report.family || prepared->signature != report.signature || !prepared->runner ||
+                   !opt.only_configs.empty()))
+    prepared.reset();
+  const std::uint64_t seed = prepared ? prepared->seed : session_seed(opt);
   if (opt.strategy == Strategy::kRandom && opt.budget > 0 && configs.size() > opt.budget) {
     const bool has_default = configs.front() == report.heuristic;
     std::mt19937_64 rng(seed);
     std::shuffle(configs.begin() + (has_default ? 1 : 0), configs.end(), rng);
     configs.resize(std::max<std::size_t>(opt.budget, 1));
   }
-  RunnerSettings settings{seed, opt.l2, opt.min_time_ms, opt.min_reps, opt.max_reps, opt.retime_reps,
-                          cut_ratio, opt.candidate_timeout_s};
-  std::string worker;
-  if (opt.isolation != TuneOptions::Isolation::kInProcess) {
-    worker = opt.worker.empty() ? find_worker() : opt.worker;
-    if (!opt.worker.empty() && ::access(opt.worker.c_str(), X_OK) != 0)
-      throw Error("the tuning worker '" + opt.worker + "' is not an executable file; build jitune-worker or leave "
-                  "TuneOptions::worker empty to find it");
-    if (worker.empty() && opt.isolation == TuneOptions::Isolation::kWorker)
-      throw Error("tuning in a worker process was requested but jitune-worker was not found; set JITUNE_WORKER to its "
-                  "path (it is built next to the jitune command)");
-  }
-  report.isolated = !worker.empty();
+  const RunnerSettings settings = runner_settings(opt, seed, cut_ratio);
+  const std::string worker = prepared ? std::string() : session_worker(opt);
+  report.isolated = prepared || !worker.empty();
   // The workload and CPU reference are built (in the worker, or here) while NVRTC works: a worker starts on them
-  // before the compile pool's probe, and the wait for them that is left is reference_s.
+  // before the compile pool's probe (a prepared one started even earlier), and the wait for them that is left is
+  // reference_s.
   std::unique_ptr<CandidateRunner> runner =
-      report.isolated ? make_worker_runner(worker, device.ordinal, family, problem, settings)
-                      : make_in_process_runner(runtime, family, problem, settings);
+      prepared ? std::move(prepared->runner)
+      : report.isolated ? make_worker_runner(worker, device.ordinal, family, problem, settings)
+                        : make_in_process_runner(runtime, family, problem, settings);
   runner->begin_setup();
   CompilePool pool(impl.compiler, family, problem, configs, device.arch(), opt.compile_threads, opt.reject_spills,
                    opt.compile_memo.get());

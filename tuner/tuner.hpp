@@ -17,7 +17,9 @@ namespace jitune::tuner {
 
 enum class Strategy { kExhaustive, kRandom };
 
-class CompileMemo;  // tuner/compile_pool.hpp
+class CompileMemo;      // tuner/compile_pool.hpp
+class CandidateRunner;  // tuner/runner.hpp
+struct PreparedSession;
 
 /// Progress of a session, reported after each candidate.
 struct Progress {
@@ -55,8 +57,28 @@ struct TuneOptions {
   /// Shared by the sessions of a suite: instantiations an earlier problem compiled (same program text and name
   /// expression) are reused instead of compiled again. Null: every session compiles its own.
   std::shared_ptr<CompileMemo> compile_memo;
+  /// A session started ahead by prepare_session() for this family and problem with these options: tune() takes over
+  /// its worker (and seed) instead of starting one. Ignored (and dropped) when it was made for something else.
+  std::shared_ptr<PreparedSession> prepared;
   std::function<void(const Progress&)> on_progress;
 };
+
+/// A session's worker process started ahead of time: it builds the workload and CPU reference at a low CPU priority,
+/// without touching the GPU, while the session before it still times. A suite prepares session n+1 while session n
+/// runs, so the next case's setup is mostly done when it starts.
+struct PreparedSession {
+  std::string family, signature;
+  std::uint64_t seed = 0;
+  std::shared_ptr<const Problem> problem;   ///< Kept alive for the runner.
+  std::unique_ptr<CandidateRunner> runner;  ///< Taken by tune().
+  PreparedSession();
+  ~PreparedSession();
+};
+
+/// Starts the worker for a later tune(runtime, family, *problem, options) and has it build the workload and
+/// reference. Null when there is nothing to gain: candidates run in process, or options.only_configs is set.
+std::shared_ptr<PreparedSession> prepare_session(Runtime& runtime, const Family& family,
+                                                 std::shared_ptr<const Problem> problem, const TuneOptions& options);
 
 /// One candidate's verdict.
 struct CandidateResult {

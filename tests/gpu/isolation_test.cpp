@@ -60,6 +60,52 @@ TEST_CASE("a tuning run survives faulting, trapping, hanging and wrong candidate
   JITUNE_CU_CHECK(cuCtxSynchronize());
 }
 
+TEST_CASE("a session prepared ahead runs on its worker and seed; one prepared for another problem is ignored") {
+  test::TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& fam = family("elementwise");
+  std::shared_ptr<const Problem> a =
+      fam.make_problem({{"expr", "z = x * y + 1"}, {"dtype", "float32"}, {"n", "300007"}});
+  std::shared_ptr<const Problem> b =
+      fam.make_problem({{"expr", "z = x - y"}, {"dtype", "float16"}, {"n", "4099"}});
+  tuner::TuneOptions opt;
+  opt.isolation = tuner::TuneOptions::Isolation::kWorker;
+  opt.worker = JITUNE_TEST_WORKER;
+  opt.strategy = tuner::Strategy::kRandom;
+  opt.budget = 4;
+  opt.min_time_ms = 0.1;
+  auto for_a = tuner::prepare_session(rt, fam, a, opt);
+  auto for_b = tuner::prepare_session(rt, fam, b, opt);
+  REQUIRE(for_a);
+  REQUIRE(for_b);
+  CHECK(for_a->signature == a->signature());
+
+  // A's session takes its prepared worker: the inputs it built verify against the reference it built.
+  opt.prepared = for_a;
+  tuner::TuneReport r = tuner::tune(rt, fam, *a, opt);
+  CHECK(r.isolated);
+  CHECK_FALSE(for_a->runner);  // taken over
+  REQUIRE(r.candidates.size() == 4);
+  for (const auto& c : r.candidates) {
+    INFO(c.config.text(), ": ", c.status, " ", c.reason);
+    CHECK((c.status == "ok" || c.status == "cut"));
+  }
+
+  // B's prepared session given to A's tuning is left alone, and A tunes as usual.
+  opt.prepared = for_b;
+  r = tuner::tune(rt, fam, *a, opt);
+  CHECK(for_b->runner);
+  for (const auto& c : r.candidates) CHECK((c.status == "ok" || c.status == "cut"));
+  // ... and B still runs on it afterwards.
+  r = tuner::tune(rt, fam, *b, opt);
+  CHECK_FALSE(for_b->runner);
+  CHECK(r.best_us > 0);
+
+  // In process there is no worker to prepare.
+  opt.isolation = tuner::TuneOptions::Isolation::kInProcess;
+  CHECK_FALSE(tuner::prepare_session(rt, fam, a, opt));
+}
+
 TEST_CASE("tuning in process is the fallback when no worker is wanted") {
   test::TempDir dir;
   Runtime rt(test::isolated_options(dir));

@@ -195,6 +195,53 @@ TEST_CASE("a compile memo lets a later problem reuse the kernels an earlier one 
   CHECK(tiny.units() < memo.units());
 }
 
+TEST_CASE("a compile prefetch fills the memo with later sessions' kernels and skips started ones") {
+  Compiler compiler;
+  const DeviceInfo dev = nominal_device(90);
+  std::vector<tuner::CompilePrefetch::Job> jobs;
+  for (const char* expr : {"z = x * y", "z = x - y", "z = x + y * 2"})
+    jobs.push_back({&fam(), std::shared_ptr<const Problem>(problem(expr, "float16", 4099))});
+  // How many of a problem's legal candidates have their kernel in the memo, and how many there are.
+  const auto held = [&](const tuner::CompileMemo& memo, const Problem& p) {
+    std::size_t pruned = 0, in_memo = 0;
+    const auto configs = tuner::legal_candidates(fam(), p, dev, pruned);
+    for (const Config& c : configs) {
+      const KernelSource src = fam().source(p, c);
+      in_memo += memo.find(compiler.binary_key(src.program, src.name_expression, dev.arch())).has_value();
+    }
+    return std::pair{in_memo, configs.size()};
+  };
+  tuner::CompileMemo memo;
+  {
+    tuner::CompilePrefetch prefetch(compiler, dev, memo, jobs, 2, true);
+    prefetch.starting(0);  // session 0 starts now: its own pool compiles it
+    prefetch.wait();
+    CHECK(prefetch.units() > 0);
+    CHECK(prefetch.compile_seconds() > 0);
+  }
+  CHECK(held(memo, *jobs[0].problem).first == 0);
+  for (std::size_t j : {1, 2}) {
+    const auto [in_memo, total] = held(memo, *jobs[j].problem);
+    INFO("session ", j);
+    CHECK(in_memo == total);
+  }
+  // Session 1's pool then compiles nothing.
+  std::size_t pruned = 0;
+  const auto configs = tuner::legal_candidates(fam(), *jobs[1].problem, dev, pruned);
+  const std::size_t before = compiler.compile_count();
+  tuner::CompilePool pool(compiler, fam(), *jobs[1].problem, configs, dev.arch(), 2, true, &memo);
+  std::size_t delivered = 0;
+  while (auto batch = pool.next()) {
+    REQUIRE(batch->output->ok);
+    for (std::size_t b = 0; b < batch->candidates.size(); ++b)
+      CHECK(batch->output->resources.at(batch->unit[b]).registers > 0);  // the register report came along
+    delivered += batch->candidates.size();
+  }
+  CHECK(delivered == configs.size());
+  CHECK(pool.reused() == configs.size());
+  CHECK(compiler.compile_count() == before);
+}
+
 TEST_CASE("a broken expression fails fast with NVRTC's message") {
   Compiler compiler;
   auto p = problem("z = undefined_function(x)", "float32", 100);

@@ -83,7 +83,7 @@ struct SuiteRow {
 
 // The suite's summary table and where its wall time went.
 void print_suite_table(std::FILE* to, const std::string& suite, const std::string& device, double copy_gbs,
-                       double wall, const std::vector<SuiteRow>& rows) {
+                       double wall, const std::vector<SuiteRow>& rows, std::size_t ahead_units, double ahead_s) {
   std::fprintf(to, "\nsuite %s on %s (device copy %.1f GB/s), %.1fs wall\n", suite.c_str(), device.c_str(), copy_gbs,
                wall);
   std::fprintf(to, "%-36s %-40s %10s %9s %8s %10s %8s %7s\n", "case", "config", "time us", "GB/s", "% copy",
@@ -104,7 +104,10 @@ void print_suite_table(std::FILE* to, const std::string& suite, const std::strin
                "where the %.1fs of tuning went: %.1fs verifying and timing on the GPU, %.1fs waiting for NVRTC, %.1fs "
                "building workloads and CPU references, %.1fs other (copy bandwidth, stores, setup)\n",
                wall, timing, waits, refs, wall - timing - waits - refs);
-  std::fprintf(to, "%zu candidates, %zu of them on a kernel compiled for an earlier case\n", candidates, reused);
+  std::fprintf(to,
+               "%zu candidates, %zu of them on a kernel compiled ahead in the background or for an earlier case "
+               "(background: %zu kernels, %.1f CPU-s of NVRTC at low priority)\n",
+               candidates, reused, ahead_units, ahead_s);
 }
 
 int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::pair<const Family*, std::string>>& jobs) {
@@ -182,7 +185,11 @@ int tune(const Common& common, const TuneArgs& args) {
   std::vector<std::pair<const Family*, std::string>> jobs;
   std::vector<std::string> names;
   if (!args.suite.empty()) {
-    for (const Family* f : families()) {
+    // Families whose kernels compile slowly go last: their compiles then run in the background (CompilePrefetch)
+    // while the other families time.
+    std::vector<const Family*> order = families();
+    std::stable_partition(order.begin(), order.end(), [](const Family* f) { return !f->slow_compiles(); });
+    for (const Family* f : order) {
       if (!args.only_families.empty() &&
           std::find(args.only_families.begin(), args.only_families.end(), f->name()) == args.only_families.end())
         continue;
@@ -213,9 +220,9 @@ int tune(const Common& common, const TuneArgs& args) {
   int failures = 0;
   // Problems of one family often instantiate the same kernels (the shape is a launch argument): compile them once.
   auto memo = std::make_shared<tuner::CompileMemo>();
-  for (std::size_t j = 0; j < jobs.size(); ++j) {
-    const auto& [f, signature] = jobs[j];
-    auto problem = f->parse_problem(signature);
+  std::vector<std::shared_ptr<const Problem>> problems;
+  for (const auto& [f, signature] : jobs) problems.push_back(f->parse_problem(signature));
+  auto options = [&] {
     tuner::TuneOptions opt;
     opt.strategy = args.strategy == "random" ? tuner::Strategy::kRandom : tuner::Strategy::kExhaustive;
     opt.budget = args.budget;
@@ -232,6 +239,31 @@ int tune(const Common& common, const TuneArgs& args) {
       rest.remove_prefix(semi + 1);
     }
     opt.l2 = args.l2 == "warm" ? tuner::L2Mode::kWarm : args.l2 == "flush" ? tuner::L2Mode::kFlush : tuner::L2Mode::kAuto;
+    return opt;
+  };
+  // Several sessions: while one times, the next one's kernels compile (CompilePrefetch) and its worker builds the
+  // workload and reference (prepare_session), both at a low CPU priority.
+  std::unique_ptr<tuner::CompilePrefetch> prefetch;
+  if (jobs.size() > 1 && args.configs.empty() && args.strategy != "random") {
+    std::vector<tuner::CompilePrefetch::Job> ahead;
+    for (std::size_t j = 0; j < jobs.size(); ++j) ahead.push_back({jobs[j].first, problems[j]});
+    prefetch = std::make_unique<tuner::CompilePrefetch>(rt.impl().compiler, rt.impl().device, *memo, std::move(ahead),
+                                                        args.threads, options().reject_spills);
+  }
+  std::shared_ptr<tuner::PreparedSession> prepared;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const auto& [f, signature] = jobs[j];
+    const Problem* problem = problems[j].get();
+    tuner::TuneOptions opt = options();
+    if (prefetch) prefetch->starting(j);
+    opt.prepared = std::move(prepared);
+    if (jobs.size() > 1 && j + 1 < jobs.size()) {
+      try {
+        prepared = tuner::prepare_session(rt, *jobs[j + 1].first, problems[j + 1], options());
+      } catch (const Error&) {
+        prepared.reset();  // the session itself starts its worker, and reports what is wrong
+      }
+    }
     ProgressPrinter progress{names[j]};
     opt.on_progress = std::ref(progress);
     try {
@@ -275,13 +307,18 @@ int tune(const Common& common, const TuneArgs& args) {
     }
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::size_t ahead_units = prefetch ? prefetch->units() : 0;
+  const double ahead_s = prefetch ? prefetch->compile_seconds() : 0.0;
+  prefetch.reset();
   if (common.json) {
-    std::cout << json{{"device", rt.device().name}, {"copy_gbs", copy_gbs}, {"wall_s", wall}, {"results", out}}.dump(2)
+    std::cout << json{{"device", rt.device().name}, {"copy_gbs", copy_gbs},         {"wall_s", wall},
+                      {"ahead_units", ahead_units},  {"ahead_nvrtc_s", ahead_s}, {"results", out}}
+                     .dump(2)
               << "\n";
     // The JSON owns stdout; the people watching still get the table.
-    if (!args.suite.empty()) print_suite_table(stderr, args.suite, rt.device().name, copy_gbs, wall, rows);
+    if (!args.suite.empty()) print_suite_table(stderr, args.suite, rt.device().name, copy_gbs, wall, rows, ahead_units, ahead_s);
   } else if (!args.suite.empty()) {
-    print_suite_table(stdout, args.suite, rt.device().name, copy_gbs, wall, rows);
+    print_suite_table(stdout, args.suite, rt.device().name, copy_gbs, wall, rows, ahead_units, ahead_s);
   }
   return failures ? kExitError : 0;
 }
