@@ -25,9 +25,13 @@ def main():
     ap.add_argument("--family", action="append")
     ap.add_argument("--json")
     ap.add_argument("--first", help="JSON of an earlier suite run to use as the first of the two")
+    ap.add_argument("--second-json", help="also write the second run's full JSON here")
     args = ap.parse_args()
     first = json.load(open(args.first)) if args.first else suite(args.jitune, args.family)
     second = suite(args.jitune, args.family)
+    if args.second_json:
+        with open(args.second_json, "w") as f:
+            json.dump(second, f)
     b = {r["case"]: r for r in second["results"]}
     rows = []
     print(f"{'case':40s} {'same':>5s} {'run 1 config':40s} {'run 2 config':40s} {'gap':>7s}")

@@ -57,8 +57,9 @@ class CandidateRunner {
   /// Verdict for one candidate: ok / cut (timed), wrong_result, launch_failed, resources_exceeded, timeout.
   /// `best_us` is the best median so far (0 before the first), for the early cut.
   virtual CandidateResult run(const Candidate& candidate, double best_us) = 0;
-  /// Side-by-side re-timing, interleaved round by round: (median, spread) per finalist.
-  virtual std::vector<std::pair<double, double>> retime(const std::vector<const Candidate*>& finalists) = 0;
+  /// Side-by-side re-timing, interleaved round by round: per finalist, its time (us) in each round (round r of every
+  /// finalist ran one after the other, so drift hits them alike and times of one round compare pairwise).
+  virtual std::vector<std::vector<double>> retime(const std::vector<const Candidate*>& finalists) = 0;
   /// How often a worker was (re)started; 0 in process.
   virtual int restarts() const { return 0; }
 };

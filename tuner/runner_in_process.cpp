@@ -82,7 +82,7 @@ class InProcessRunner final : public CandidateRunner {
     return r;
   }
 
-  std::vector<std::pair<double, double>> retime(const std::vector<const Candidate*>& finalists) override {
+  std::vector<std::vector<double>> retime(const std::vector<const Candidate*>& finalists) override {
     std::vector<std::vector<double>> rounds(finalists.size());
     for (int round = 0; round < settings_.retime_reps; ++round)
       for (std::size_t f = 0; f < finalists.size(); ++f) {
@@ -91,9 +91,7 @@ class InProcessRunner final : public CandidateRunner {
         family_.kernel_args(problem_, finalists[f]->config, work_->inputs(), work_->outputs(), args);
         rounds[f].push_back(timer_->time(l.function, l.shape, args, 1).at(0));
       }
-    std::vector<std::pair<double, double>> out;
-    for (auto& r : rounds) out.push_back(median_spread(r));
-    return out;
+    return rounds;
   }
 
  private:

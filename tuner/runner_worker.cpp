@@ -118,7 +118,7 @@ class WorkerRunner final : public CandidateRunner {
     return r;
   }
 
-  std::vector<std::pair<double, double>> retime(const std::vector<const Candidate*>& finalists) override {
+  std::vector<std::vector<double>> retime(const std::vector<const Candidate*>& finalists) override {
     if (pid_ < 0) start();
     json items = json::array();
     for (const Candidate* c : finalists) {
@@ -127,13 +127,13 @@ class WorkerRunner final : public CandidateRunner {
     }
     wire::Frame reply;
     const double limit = settings_.candidate_timeout_s * static_cast<double>(finalists.size() + 1);
-    if (call({{"op", "retime"}, {"items", items}}, reply, limit) != wire::ReadStatus::kOk || !reply.header.contains("medians"))
+    if (call({{"op", "retime"}, {"items", items}}, reply, limit) != wire::ReadStatus::kOk ||
+        !reply.header.contains("rounds") || reply.header["rounds"].size() != finalists.size())
       throw Error("the tuning worker failed while re-timing the finalists (" +
                   (reply.header.is_object() ? reply.header.value("error", std::string("no reply")) : std::string("no reply")) +
                   ")");
-    std::vector<std::pair<double, double>> out;
-    for (std::size_t i = 0; i < finalists.size(); ++i)
-      out.emplace_back(reply.header["medians"].at(i).get<double>(), reply.header["spreads"].at(i).get<double>());
+    std::vector<std::vector<double>> out;
+    for (const auto& r : reply.header["rounds"]) out.push_back(r.get<std::vector<double>>());
     return out;
   }
 
@@ -364,12 +364,7 @@ int worker_main(int argc, char** argv) {
           for (const auto& item : req.header.at("items")) cands.push_back(make(item));
           std::vector<const Candidate*> ptrs;
           for (const auto& c : cands) ptrs.push_back(&c);
-          json medians = json::array(), spreads = json::array();
-          for (auto [m, s] : runner->retime(ptrs)) {
-            medians.push_back(m);
-            spreads.push_back(s);
-          }
-          wire::write_frame(fd, {{"medians", medians}, {"spreads", spreads}});
+          wire::write_frame(fd, {{"rounds", runner->retime(ptrs)}});
         }
       } else {
         wire::write_frame(fd, {{"ok", false}, {"error", "unknown request '" + op + "'"}});
