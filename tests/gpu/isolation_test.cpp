@@ -86,16 +86,25 @@ TEST_CASE("a session prepared ahead runs on its worker and seed; one prepared fo
   CHECK(r.isolated);
   CHECK_FALSE(for_a->runner);  // taken over
   REQUIRE(r.candidates.size() == 4);
-  for (const auto& c : r.candidates) {
-    INFO(c.config.text(), ": ", c.status, " ", c.reason);
-    CHECK((c.status == "ok" || c.status == "cut"));
-  }
+  // A few configs of the space spill (block 1024, pack 4, unroll 8) and are rejected before they run; every other
+  // one verifies against the prepared reference.
+  const auto verified = [](const tuner::TuneReport& report) {
+    int timed = 0;
+    for (const auto& c : report.candidates) {
+      INFO(c.config.text(), ": ", c.status, " ", c.reason);
+      if (c.status == "resources_exceeded") CHECK(c.reason.find("spills") != std::string::npos);
+      else CHECK((c.status == "ok" || c.status == "cut"));
+      timed += c.status == "ok";
+    }
+    return timed;
+  };
+  CHECK(verified(r) >= 1);
 
   // B's prepared session given to A's tuning is left alone, and A tunes as usual.
   opt.prepared = for_b;
   r = tuner::tune(rt, fam, *a, opt);
   CHECK(for_b->runner);
-  for (const auto& c : r.candidates) CHECK((c.status == "ok" || c.status == "cut"));
+  CHECK(verified(r) >= 1);
   // ... and B still runs on it afterwards.
   r = tuner::tune(rt, fam, *b, opt);
   CHECK_FALSE(for_b->runner);
