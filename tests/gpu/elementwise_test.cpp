@@ -10,6 +10,7 @@
 
 #include "gpu_util.hpp"
 #include "templates/elementwise/elementwise.hpp"
+#include "tuner/compile_pool.hpp"
 #include "tuner/tuner.hpp"
 
 namespace jitune {
@@ -258,6 +259,35 @@ TEST_CASE("the tuned pick: a tuned record is used exactly, by a new Runtime, wit
   CHECK(near.config == tuned);
   Explanation other = rt.explain("elementwise", elementwise_signature("z = x * y", n, DType::kFloat16));
   CHECK(other.level == MatchLevel::kHeuristic);
+}
+
+TEST_CASE("the heuristic default is timed in full even when kernels from a compile memo come first") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  auto memo = std::make_shared<tuner::CompileMemo>();
+  tuner::TuneOptions opt;
+  opt.strategy = tuner::Strategy::kRandom;
+  opt.budget = 24;
+  opt.seed = 7;
+  opt.min_time_ms = 0.2;
+  opt.cut_ratio = 1.0001;  // anything slower than the best so far is cut: only the default must escape that
+  opt.compile_memo = memo;
+  opt.store = false;
+  // The first problem fills the memo; the second, the same kernels at another size, gets them all from it, in the
+  // memo's order rather than the default first.
+  for (std::int64_t n : {std::int64_t{(1 << 20) + 3}, std::int64_t{(1 << 19) + 5}}) {
+    auto problem = ew::elementwise_family().parse_problem(elementwise_signature("z = x * y", n, DType::kFloat32));
+    tuner::TuneReport r = tuner::tune(rt, ew::elementwise_family(), *problem, opt);
+    INFO("n = ", n, ", reused ", r.compile_reused);
+    CHECK(r.default_us > 0);
+    bool found = false;
+    for (const auto& c : r.candidates)
+      if (c.config == r.heuristic) {
+        found = true;
+        CHECK(c.status == "ok");
+      }
+    CHECK(found);
+  }
 }
 
 TEST_CASE("tuning on first use stores a record and the call is correct") {
