@@ -217,7 +217,6 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   }
   report.wait_compile_s += seconds_since(t_wait);
   report.compile_s = pool.compile_seconds();
-  report.worker_restarts = runner->restarts();
 
   // Side by side: the fastest few and the heuristic default, interleaved round by round so drift hits all alike.
   std::sort(timed.begin(), timed.end(), [&](const auto& a, const auto& b) {
@@ -244,6 +243,8 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
   const auto t_retime = Clock::now();
   const auto rounds = runner->retime(finalists);
   report.timing_s += seconds_since(t_retime);
+  // Counted after the re-timing: a worker that died on the last candidate is restarted there.
+  report.worker_restarts = runner->restarts();
   const Candidate* winner = nullptr;
   const Candidate* default_candidate = nullptr;
   std::size_t winner_at = 0, default_at = 0;
