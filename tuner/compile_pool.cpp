@@ -1,10 +1,6 @@
 // Batches are sized so every thread gets about two programs: enough to balance, few enough to share front-end work.
 #include "tuner/compile_pool.hpp"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <map>
 
@@ -220,9 +216,9 @@ double CompilePool::compile_seconds() const {
 }
 
 CompilePrefetch::CompilePrefetch(const Compiler& compiler, const DeviceInfo& device, CompileMemo& memo,
-                                 std::vector<Job> jobs, unsigned threads, bool resource_report)
+                                 std::vector<Job> jobs, unsigned threads, bool resource_report, std::size_t first_job)
     : compiler_(compiler), device_(device), arch_(device.arch()), memo_(memo), jobs_(std::move(jobs)),
-      resource_report_(resource_report) {
+      resource_report_(resource_report), next_job_(first_job), first_job_(first_job) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
 }
@@ -306,8 +302,7 @@ bool CompilePrefetch::expand_next(std::unique_lock<std::mutex>& lock) {
 }
 
 void CompilePrefetch::work() {
-  // Linux: nice applies per thread. Raising it needs no privilege; if it fails the prefetch just competes evenly.
-  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+  background_priority();
   std::unique_lock lock(mutex_);
   while (!stop_) {
     if (todo_.empty()) {

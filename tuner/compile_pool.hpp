@@ -65,9 +65,10 @@ class CompilePrefetch {
     std::shared_ptr<const Problem> problem;
   };
   /// `device` gives the legal candidates (Family::check) and `arch`; `resource_report` must match the sessions'
-  /// (TuneOptions::reject_spills), so a kept program carries the register report the session needs.
+  /// (TuneOptions::reject_spills), so a kept program carries the register report the session needs. Jobs before
+  /// `first_job` are never compiled (the session that starts at once compiles its own).
   CompilePrefetch(const Compiler& compiler, const DeviceInfo& device, CompileMemo& memo, std::vector<Job> jobs,
-                  unsigned threads, bool resource_report);
+                  unsigned threads, bool resource_report, std::size_t first_job = 0);
   ~CompilePrefetch();
   CompilePrefetch(const CompilePrefetch&) = delete;
   CompilePrefetch& operator=(const CompilePrefetch&) = delete;

@@ -1,6 +1,10 @@
 // Device workload, device-side verification and launch timing.
 #include "tuner/measure.hpp"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -168,9 +172,16 @@ std::vector<double> LaunchTimer::time(CUfunction f, const LaunchShape& s, Kernel
 std::pair<double, double> median_spread(std::vector<double> s) {
   if (s.empty()) return {0, 0};
   std::sort(s.begin(), s.end());
-  auto at = [&](double q) { return s[static_cast<std::size_t>(std::lround(q * static_cast<double>(s.size() - 1)))]; };
   const double med = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
-  return {med, med > 0 ? (at(0.9) - at(0.1)) / med : 0};
+  return {med, med > 0 ? (quantile_of_sorted(s, 0.9) - quantile_of_sorted(s, 0.1)) / med : 0};
+}
+
+double quantile_of_sorted(const std::vector<double>& sorted, double q) {
+  return sorted[static_cast<std::size_t>(std::lround(q * static_cast<double>(sorted.size() - 1)))];
+}
+
+void background_priority() noexcept {
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
 }
 
 }  // namespace jitune::tuner

@@ -90,5 +90,11 @@ std::string_view l2_mode_name(L2Mode mode) noexcept;
 
 /// Median and (p90 - p10) / median of a sample.
 std::pair<double, double> median_spread(std::vector<double> samples);
+/// The q-quantile (0..1) of an ascending, non-empty sample: the nearest rank, as median_spread's p10 / p90.
+double quantile_of_sorted(const std::vector<double>& sorted, double q);
+
+/// Lowers the calling thread's CPU priority to nice 10 (Linux: per thread, inherited by threads it starts), for work
+/// done in the background of a tuning session. Needs no privilege; when it fails the work just competes evenly.
+void background_priority() noexcept;
 
 }  // namespace jitune::tuner

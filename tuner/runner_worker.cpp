@@ -1,8 +1,6 @@
 // The worker CandidateRunner (parent side), the worker's main loop, and finding the worker executable.
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -309,7 +307,7 @@ int worker_main(int argc, char** argv) {
           const std::uint64_t seed = settings_from(req.header.at("settings")).seed;
           prepared_for = prepared_key(req.header);
           prepared = std::async(std::launch::async, [&f, problem = prepared_problem, seed] {
-            ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+            background_priority();
             return std::make_shared<HostWorkload>(build_host_workload(f, *problem, seed));
           });
         } catch (const std::exception&) {

@@ -279,12 +279,10 @@ TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, 
     for (std::size_t r = 0; r < std::min(w.size(), d.size()); ++r)
       if (w[r] > 0) ratio.push_back(d[r] / w[r]);
     std::sort(ratio.begin(), ratio.end());
-    const auto at = [&](double q) {
-      return ratio.empty() ? 1.0 : ratio[static_cast<std::size_t>(std::lround(q * static_cast<double>(ratio.size() - 1)))];
-    };
-    const double gain = median_spread(ratio).first - 1.0;
+    const double gain = ratio.empty() ? 0.0 : median_spread(ratio).first - 1.0;
+    const double iqr = ratio.empty() ? 0.0 : quantile_of_sorted(ratio, 0.75) - quantile_of_sorted(ratio, 0.25);
     constexpr double kShortKernelUs = 10.0, kShortKernelNoise = 0.02;
-    const double noise = std::max({0.005, at(0.75) - at(0.25), report.default_us < kShortKernelUs ? kShortKernelNoise : 0.0});
+    const double noise = std::max({0.005, iqr, report.default_us < kShortKernelUs ? kShortKernelNoise : 0.0});
     if (gain <= noise) {
       report.kept_default = winner->config.text() + " was only " + std::to_string(100.0 * gain) +
                             "% faster (median of the per-round ratios), within the timing noise of " +

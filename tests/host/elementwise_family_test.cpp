@@ -213,8 +213,7 @@ TEST_CASE("a compile prefetch fills the memo with later sessions' kernels and sk
   };
   tuner::CompileMemo memo;
   {
-    tuner::CompilePrefetch prefetch(compiler, dev, memo, jobs, 2, true);
-    prefetch.starting(0);  // session 0 starts now: its own pool compiles it
+    tuner::CompilePrefetch prefetch(compiler, dev, memo, jobs, 2, true, 1);  // session 0 compiles its own
     prefetch.wait();
     CHECK(prefetch.units() > 0);
     CHECK(prefetch.compile_seconds() > 0);

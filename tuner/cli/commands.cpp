@@ -248,7 +248,7 @@ int tune(const Common& common, const TuneArgs& args) {
     std::vector<tuner::CompilePrefetch::Job> ahead;
     for (std::size_t j = 0; j < jobs.size(); ++j) ahead.push_back({jobs[j].first, problems[j]});
     prefetch = std::make_unique<tuner::CompilePrefetch>(rt.impl().compiler, rt.impl().device, *memo, std::move(ahead),
-                                                        args.threads, options().reject_spills);
+                                                        args.threads, options().reject_spills, 1);
   }
   std::shared_ptr<tuner::PreparedSession> prepared;
   for (std::size_t j = 0; j < jobs.size(); ++j) {
@@ -257,7 +257,7 @@ int tune(const Common& common, const TuneArgs& args) {
     tuner::TuneOptions opt = options();
     if (prefetch) prefetch->starting(j);
     opt.prepared = std::move(prepared);
-    if (jobs.size() > 1 && j + 1 < jobs.size()) {
+    if (j + 1 < jobs.size()) {
       try {
         prepared = tuner::prepare_session(rt, *jobs[j + 1].first, problems[j + 1], options());
       } catch (const Error&) {
