@@ -33,12 +33,25 @@ std::pair<double, double> time_pair(const std::function<void()>& a, const std::f
   return {tuner::median_spread(sa).first, tuner::median_spread(sb).first};
 }
 
+double same_size_copy_us(double bytes, bool small) {
+  const auto half = static_cast<std::size_t>(bytes / 2);
+  driver::DeviceBuffer a(half), b(half);
+  driver::StreamHandle stream;
+  JITUNE_CU_CHECK(cuMemsetD8Async(a.get(), 0x3c, half, stream.get()));
+  const auto copy = [&] { JITUNE_CU_CHECK(cuMemcpyDtoDAsync(b.get(), a.get(), half, stream.get())); };
+  return time_pair(copy, copy, small, stream.get()).first;
+}
+
 void finish_row(nlohmann::json& row, Context& ctx, const std::string& family, const std::string& signature,
                 double bytes, double flops, std::pair<double, double> us, bool small) {
   row["family"] = family;
   row["signature"] = signature;
   row["bytes"] = bytes;
   row["mode"] = small ? "back_to_back_100" : "single";
+  // The copy of the same bytes timed the same way: what memory allows at this size (launch gaps, ramp, tail).
+  const double copy_us = same_size_copy_us(bytes, small);
+  row["copy_same_size_us"] = copy_us;
+  row["pct_copy_same_size"] = 100.0 * copy_us / us.first;
   for (auto [prefix, t, rt] : {std::tuple<std::string, double, Runtime*>{"", us.first, &ctx.tuned},
                                {"default_", us.second, &ctx.heuristic}}) {
     row[prefix + "us"] = t;

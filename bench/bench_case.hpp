@@ -42,8 +42,12 @@ struct Registrar {
 std::pair<double, double> time_pair(const std::function<void()>& tuned, const std::function<void()>& heuristic,
                                     bool small, CUstream stream);
 
-/// Fills the common row fields: us, GB/s, % of copy (and GFLOP/s when flops > 0) for tuned and default_, config and
-/// match level of each runtime, mode.
+/// cuMemcpyDtoDAsync of bytes / 2 (so bytes read + written), timed as time_pair times a case of that size.
+double same_size_copy_us(double bytes, bool small);
+
+/// Fills the common row fields: us, GB/s, % of copy (and GFLOP/s when flops > 0) for tuned and default_,
+/// config and match level of each runtime, mode, and the tuned time against the same-size copy
+/// (pct_copy_same_size).
 void finish_row(nlohmann::json& row, Context& ctx, const std::string& family, const std::string& signature,
                 double bytes, double flops, std::pair<double, double> us, bool small);
 

@@ -13,12 +13,13 @@ def main():
     j = json.load(open(args.jitune))
     p = json.load(open(args.peer))
     peer = {r["case"]: r for r in p["cases"]}
-    head = ("| case | jitune us | GB/s | % of copy | peer us | peer GB/s | peer % of copy | vs peer | config | level "
-            "| default us | tuned vs default | mode |")
+    head = ("| case | jitune us | GB/s | % of copy | % of same-size copy | peer us | peer GB/s | peer % of copy "
+            "| vs peer | config | level | default us | tuned vs default | mode |")
     lines = [f"Device: {j['device']}; copy bandwidth measured in the same runs: jitune process "
              f"{j['copy_gbs']:.1f} GB/s, PyTorch process {p['copy_gbs']:.1f} GB/s ({p.get('torch', '')}).", "",
-             head, "|" + "---|" * 13]
-    print(f"{'case':40s} {'jitune us':>10s} {'%copy':>6s} {'peer us':>10s} {'%copy':>6s} {'vs peer':>8s} "
+             "% of same-size copy: against cuMemcpyDtoDAsync of the case's bytes, timed the same way in the same "
+             "process (what memory allows at that size and launch mode).", "", head, "|" + "---|" * 14]
+    print(f"{'case':40s} {'jitune us':>10s} {'%copy':>6s} {'%same':>6s} {'peer us':>10s} {'%copy':>6s} {'vs peer':>8s} "
           f"{'tuned/default':>13s}  config [level]")
     worst = None
     for r in j["cases"]:
@@ -26,10 +27,12 @@ def main():
         ratio = q["us"] / r["us"] if q else float("nan")
         vs_default = r["default_us"] / r["us"]
         worst = ratio if worst is None or ratio < worst else worst
-        print(f"{r['case']:40s} {r['us']:10.2f} {r['pct_copy']:5.1f}% {q['us'] if q else float('nan'):10.2f} "
+        print(f"{r['case']:40s} {r['us']:10.2f} {r['pct_copy']:5.1f}% {r.get('pct_copy_same_size', float('nan')):5.1f}% "
+              f"{q['us'] if q else float('nan'):10.2f} "
               f"{q['pct_copy'] if q else float('nan'):5.1f}% {ratio:7.3f}x {vs_default:12.3f}x  {r['config']} [{r['level']}]")
         gf = f" ({r['gflops']:.0f} GFLOP/s vs {q.get('gflops', float('nan')):.0f})" if "gflops" in r and q else ""
-        lines.append(f"| `{r['case']}`{gf} | {r['us']:.2f} | {r['gbs']:.1f} | {r['pct_copy']:.1f}% | "
+        same = f"{r['pct_copy_same_size']:.1f}%" if "pct_copy_same_size" in r else "n/a"
+        lines.append(f"| `{r['case']}`{gf} | {r['us']:.2f} | {r['gbs']:.1f} | {r['pct_copy']:.1f}% | {same} | "
                      f"{q['us'] if q else float('nan'):.2f} | {q['gbs'] if q else float('nan'):.1f} | "
                      f"{q['pct_copy'] if q else float('nan'):.1f}% | {ratio:.3f}x | `{r['config']}` | {r['level']} | "
                      f"{r['default_us']:.2f} | {vs_default:.3f}x | {r['mode']} |")

@@ -339,20 +339,53 @@ const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem
   k->function = module->function(b.lowered_name);
   k->shape = family.launch_shape(problem, config, device);
   k->config = config;
-  if (k->shape.shared_bytes > 48 * 1024)
-    JITUNE_CU_CHECK(cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                       static_cast<int>(k->shape.shared_bytes)));
+  ready_function(k->function, k->shape, device);
   std::unique_lock lock(mutex_);
   auto [it, inserted] = kernels_.try_emplace(map_key, std::move(k));
   if (inserted) modules_.emplace(map_key, std::move(module));
   return *it->second;
 }
 
+void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& device) {
+  if (shape.shared_bytes > 48 * 1024)
+    JITUNE_CU_CHECK(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(shape.shared_bytes)));
+  if (shape.balance_units == 0) return;
+  int per_sm = 0;
+  JITUNE_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_sm, function, static_cast<int>(shape.block.volume()), shape.shared_bytes));
+  const std::uint64_t resident =
+      std::uint64_t(std::max(per_sm, 1)) * std::uint64_t(std::max(device.sm_count, 1));
+  const std::uint64_t per_block = (shape.balance_units + resident - 1) / resident;
+  shape.grid.x = static_cast<unsigned>(
+      std::min<std::uint64_t>((shape.balance_units + per_block - 1) / per_block, 0x7fffffff));
+}
+
+CUresult launch_kernel(CUfunction function, const LaunchShape& shape, CUstream stream, void** args) {
+  const driver::Api& api = driver::api();
+  if (!shape.programmatic)
+    return api.cuLaunchKernel(function, shape.grid.x, shape.grid.y, shape.grid.z, shape.block.x,
+                              shape.block.y, shape.block.z, shape.shared_bytes, stream, args, nullptr);
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = shape.grid.x;
+  config.gridDimY = shape.grid.y;
+  config.gridDimZ = shape.grid.z;
+  config.blockDimX = shape.block.x;
+  config.blockDimY = shape.block.y;
+  config.blockDimZ = shape.block.z;
+  config.sharedMemBytes = shape.shared_bytes;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return api.cuLaunchKernelEx(&config, function, args, nullptr);
+}
+
 void Runtime::Impl::launch(const Kernel& k, KernelArgs& args, CUstream stream) {
   driver::make_current(context);
-  const CUresult r = driver::api().cuLaunchKernel(k.function, k.shape.grid.x, k.shape.grid.y, k.shape.grid.z,
-                                                  k.shape.block.x, k.shape.block.y, k.shape.block.z,
-                                                  k.shape.shared_bytes, stream, args.pointers(), nullptr);
+  const CUresult r = launch_kernel(k.function, k.shape, stream, args.pointers());
   if (r != CUDA_SUCCESS)
     throw CudaError("cuLaunchKernel (config " + k.config.text() + ") failed: " + driver::error_text(r), r);
 }

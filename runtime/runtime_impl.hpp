@@ -97,6 +97,14 @@ struct Runtime::Impl {
   std::unordered_map<std::string, std::unique_ptr<driver::Module>> modules_;
 };
 
+/// Launches `function` as `shape` says on `stream` (the caller makes the context current): cuLaunchKernel, or
+/// cuLaunchKernelEx with programmatic stream serialization when shape.programmatic.
+CUresult launch_kernel(CUfunction function, const LaunchShape& shape, CUstream stream, void** args);
+
+/// Readies a loaded function for launches as `shape` (the context current): opts into dynamic shared memory
+/// over 48 KiB, and settles a balanced grid (LaunchShape::balance_units) from the function's occupancy.
+void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& device);
+
 /// Folder of the default user cache: $JITUNE_CACHE_DIR, else $XDG_CACHE_HOME/jitune, else ~/.cache/jitune.
 std::filesystem::path default_cache_dir();
 /// Shipped cache files installed with jitune (the build tree's and the install prefix's share/jitune/*.sqlite) and

@@ -50,6 +50,15 @@ struct LaunchShape {
   Dim3 grid;
   Dim3 block;
   unsigned shared_bytes = 0;  ///< Dynamic shared memory.
+  /// Programmatic dependent launch (sm_90+): the kernel may be scheduled while the stream's previous kernel
+  /// drains, which hides the launch gap between back-to-back kernels. Only for kernels that execute
+  /// griddepcontrol.wait before their first global memory access (it returns once the previous kernel has
+  /// finished and its writes are visible).
+  bool programmatic = false;
+  /// When > 0, the grid is settled when the kernel is loaded (ready_function): one balanced wave, every block
+  /// resident at once (the loaded function's occupancy) and given the same number of these work units,
+  /// ceil(units / ceil(units / resident)) blocks. grid.x is the fallback estimate until then.
+  std::uint64_t balance_units = 0;
 };
 
 /// Blocks of `block` threads resident on the whole device at once (at least 1): one "wave".

@@ -121,9 +121,8 @@ LaunchTimer::LaunchTimer(TunerKernels& kernels, const DeviceInfo& device, double
 }
 
 void LaunchTimer::launch(CUfunction f, const LaunchShape& s, KernelArgs& args) {
-  driver::check(driver::api().cuLaunchKernel(f, s.grid.x, s.grid.y, s.grid.z, s.block.x, s.block.y, s.block.z,
-                                             s.shared_bytes, stream_, args.pointers(), nullptr),
-                "cuLaunchKernel");
+  driver::check(launch_kernel(f, s, stream_, args.pointers()),
+                s.programmatic ? "cuLaunchKernelEx" : "cuLaunchKernel");
 }
 
 int LaunchTimer::launches_per_sample(double estimate_us) const noexcept {

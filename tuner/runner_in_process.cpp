@@ -42,9 +42,7 @@ class InProcessRunner final : public CandidateRunner {
     family_.kernel_args(problem_, c.config, work_->inputs(), work_->outputs(), args);
     // Correct first: one run on poisoned outputs, compared with the CPU reference.
     work_->reset_outputs(stream_.get());
-    const CUresult launched = driver::api().cuLaunchKernel(
-        l.function, l.shape.grid.x, l.shape.grid.y, l.shape.grid.z, l.shape.block.x, l.shape.block.y, l.shape.block.z,
-        l.shape.shared_bytes, stream_.get(), args.pointers(), nullptr);
+    const CUresult launched = launch_kernel(l.function, l.shape, stream_.get(), args.pointers());
     const CUresult synced = launched == CUDA_SUCCESS ? driver::api().cuStreamSynchronize(stream_.get()) : launched;
     if (synced != CUDA_SUCCESS) {
       r.status = "launch_failed";
@@ -106,9 +104,7 @@ class InProcessRunner final : public CandidateRunner {
     auto& module = modules_[c.module_id];
     if (!module) module = std::make_unique<driver::Module>(c.program->cubin.data());
     Loaded l{module->function(c.lowered), family_.launch_shape(problem_, c.config, impl_.device)};
-    if (l.shape.shared_bytes > 48 * 1024)
-      JITUNE_CU_CHECK(cuFuncSetAttribute(l.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         static_cast<int>(l.shape.shared_bytes)));
+    ready_function(l.function, l.shape, impl_.device);
     return loaded_.emplace(key, l).first->second;
   }
 

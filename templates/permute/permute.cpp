@@ -148,7 +148,7 @@ std::int64_t plane_cols(const Plan& plan) {
   return plan.dims[plan.rank - 1];
 }
 
-// Static shared memory of a tiled config.
+// Shared memory of a tiled config (static up to 48 KiB, dynamic above: permute.cuh).
 std::int64_t shared_bytes(const Config& config) {
   const std::int64_t tile = config.at("tile");
   if (config.at("kind") == kTiledPairs) return tile * (tile / 2 + 1) * 4;
@@ -180,13 +180,17 @@ class PermuteFamily final : public Family {
              "tiled: units per vector access on both sides, vec * movement <= 16; general: 1"},
             {"tile",
              {16, 32, 64, 128},
-             "tiled: tile edge in units, tile * (tile + 1) * movement <= 48 KiB; general: 32"},
+             "tiled: tile edge in units, tile * (tile + 1) * movement bytes of shared memory (dynamic above "
+             "48 KiB); general: 32"},
             {"rows",
              {1, 2, 4, 8, 16},
              "tiled: tile rows per thread, block = tile/vec * tile/rows; general: units "
              "per thread per iteration, rows * movement <= 64 bytes"},
             {"block", {64, 128, 256, 512, 1024}, "threads per block"},
-            {"waves", {1, 2, 4, 8, 32}, "grid cap: at most waves x (blocks resident on the GPU at once)"},
+            {"waves",
+             {0, 1, 2, 4, 8, 32},
+             "grid cap: at most waves x (blocks resident on the GPU at once); 0: one balanced wave, every "
+             "block resident (the compiled kernel's occupancy) with the same number of tiles or chunks"},
             {"group",
              {1, 8, 32},
              "tiled: tile rows per band of the tile order (1: row by row along C), < the plane's "
@@ -285,9 +289,12 @@ class PermuteFamily final : public Family {
              std::string(kind == kTiledPairs ? "(2 rows)" : "rows") + " = " + n(threads) +
              " threads, not block " + n(block);
     const std::int64_t shared = shared_bytes(config);
-    if (shared > std::min<std::int64_t>(48 * 1024, device.max_shared_per_block))
+    const std::int64_t limit = shared > 48 * 1024
+                                   ? device.max_shared_per_block_optin
+                                   : std::min<std::int64_t>(48 * 1024, device.max_shared_per_block);
+    if (shared > limit)
       return "tile " + n(tile) + " of " + n(movement) + "-byte units needs " + n(shared) +
-             " bytes of shared memory, more than 48 KiB";
+             " bytes of shared memory; the device allows " + n(limit) + " per block";
     const std::int64_t group = config.at("group"), row_tiles = ceil_div(plane_rows(plan), tile);
     if (group != 1 && group >= row_tiles)
       return "group " + n(group) + " is not below the plane's " + n(row_tiles) +
@@ -334,9 +341,14 @@ class PermuteFamily final : public Family {
       needed = ceil_div(std::max<std::int64_t>(plan.units, 1), block * rows);
     }
     LaunchShape s;
-    const std::int64_t cap = waves * blocks_per_wave(device, block, shared);
+    const std::int64_t cap = std::max<std::int64_t>(waves, 1) * blocks_per_wave(device, block, shared);
     s.grid.x = static_cast<unsigned>(std::clamp<std::int64_t>(std::min(needed, cap), 1, 0x7fffffff));
+    if (waves == 0) s.balance_units = static_cast<std::uint64_t>(std::max<std::int64_t>(needed, 1));
     s.block.x = static_cast<unsigned>(block);
+    if (shared > 48 * 1024)
+      s.shared_bytes = static_cast<unsigned>(shared);  // the tiled kernel's dynamic tile
+    // Every permute kernel waits for the previous kernel before touching memory (permute.cuh).
+    s.programmatic = device.cc() >= 90;
     return s;
   }
 

@@ -45,6 +45,16 @@ struct UnitOf<16> {
   typedef uint4 type;
 };
 
+/// Programmatic dependent launch: on sm_90+ the runtime lets a permute kernel be scheduled while the stream's
+/// previous kernel drains (LaunchShape::programmatic). This returns once that kernel has finished and its
+/// writes are visible, so nothing before it may read the input or write the output (the previous kernel may
+/// still be producing one or reading the other). A no-op for a normal launch.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /// n / d: a multiply-high and a shift for 32-bit indices, a division for 64-bit ones.
 template <class Index>
 __device__ __forceinline__ Index divide(Index n, const Divisor& d);
@@ -90,6 +100,7 @@ __global__ void __launch_bounds__(kBlock) permute_general(const GeneralParams p)
   Unit* __restrict__ out = reinterpret_cast<Unit*>(p.out);
   const Index count = static_cast<Index>(p.count);
   const Index step = static_cast<Index>(gridDim.x) * static_cast<Index>(kBlock * kRows);
+  wait_for_previous_kernel();
   for (Index base = static_cast<Index>(blockIdx.x) * static_cast<Index>(kBlock * kRows) + threadIdx.x;
        base < count; base += step) {
     Unit v[kRows];
@@ -106,18 +117,6 @@ __global__ void __launch_bounds__(kBlock) permute_general(const GeneralParams p)
   }
 }
 
-// Tunables (host names in brackets):
-//   kBytes [movement]: bytes per unit, 1-16 (the element size; 16 when a 16-byte last dim collapsed into one
-//   unit). kVec   [vec]:      units per vector access along C (reads) and R (writes), kVec * kBytes <= 16; R
-//   and C are
-//                      multiples of kVec and both pointers aligned to kVec * kBytes.
-//   kTile  [tile]:     tile edge in units, 16, 32, 64, 128; shared memory kTile * (kTile + 1) * kBytes <= 48
-//   KiB. kRows  [rows]:     tile rows each thread moves, 1-16; threads per block = (kTile / kVec) * (kTile /
-//   kRows). kBatchRank:        batch dims, 0-6 (by rule). grid cap [waves]:  set on the host; blocks loop
-//   over tiles. tile order [group, batch_order]: set on the host (TiledParams): tile rows per band, and
-//   whether the batch index
-//                      runs through the batch dims in input or in output order.
-//   Index:             unsigned or unsigned long long (by rule, as above).
 /// Where one tile of the tiled kernel reads and writes: batch bases and the tile's first row and column.
 template <class Index>
 struct TileSpot {
@@ -160,15 +159,16 @@ __device__ __forceinline__ TileSpot<Index> locate_tile(Index t, const TiledParam
 
 // Tunables (host names in brackets):
 //   kBytes [movement]: bytes per unit, 1-16 (the element size; 16 when a 16-byte last dim collapsed into one
-//   unit). kVec   [vec]:      units per vector access along C (reads) and R (writes), kVec * kBytes <= 16; R
-//   and C are
-//                      multiples of kVec and both pointers aligned to kVec * kBytes.
-//   kTile  [tile]:     tile edge in units, 16, 32, 64, 128; shared memory kTile * (kTile + 1) * kBytes <= 48
-//   KiB. kRows  [rows]:     tile rows each thread moves, 1-16; threads per block = (kTile / kVec) * (kTile /
-//   kRows). kBatchRank:        batch dims, 0-6 (by rule). grid cap [waves]:  set on the host; blocks loop
-//   over tiles. tile order [group, batch_order]: set on the host (TiledParams): tile rows per band, and
-//   whether the batch index
-//                      runs through the batch dims in input or in output order.
+//                      unit).
+//   kVec   [vec]:      units per vector access along C (reads) and R (writes), kVec * kBytes <= 16; R and C
+//                      are multiples of kVec and both pointers aligned to kVec * kBytes.
+//   kTile  [tile]:     tile edge in units, 16, 32, 64, 128; shared memory kTile * (kTile + 1) * kBytes,
+//                      dynamic above 48 KiB, within the device's opt-in limit.
+//   kRows  [rows]:     tile rows each thread moves, 1-16; threads per block = (kTile / kVec) * (kTile / kRows).
+//   kBatchRank:        batch dims, 0-6 (by rule).
+//   grid cap [waves]:  set on the host; blocks loop over tiles.
+//   tile order [group, batch_order]: set on the host (TiledParams): tile rows per band, and whether the batch
+//                      index runs through the batch dims in input or in output order.
 //   Index:             unsigned or unsigned long long (by rule, as above).
 // A block that moves several tiles loads its next tile into registers before it writes the current one out,
 // so its reads and writes overlap.
@@ -180,7 +180,16 @@ __global__ void __launch_bounds__((kTile / kVec) * (kTile / kRows), 1) permute_t
   typedef Pack<Unit, kVec> Vec;
   constexpr int kLanes = kTile / kVec;  // threads along a tile row, one vector each
   constexpr int kStep = kTile / kRows;  // tile rows one pass of the block covers
-  __shared__ Unit tile[kTile][kTile + 1];
+  // Tiles over 48 KiB (128 x 128 of 4- or 8-byte units) live in dynamic shared memory the host opts into
+  // (LaunchShape::shared_bytes); the others are static.
+  Unit(*tile)[kTile + 1];
+  if constexpr (kTile * (kTile + 1) * kBytes > 48 * 1024) {
+    extern __shared__ __align__(16) unsigned char dynamic_tile[];
+    tile = reinterpret_cast<Unit(*)[kTile + 1]>(dynamic_tile);
+  } else {
+    __shared__ Unit static_tile[kTile][kTile + 1];
+    tile = static_tile;
+  }
   const Unit* __restrict__ in = reinterpret_cast<const Unit*>(p.in);
   Unit* __restrict__ out = reinterpret_cast<Unit*>(p.out);
   const int tx = static_cast<int>(threadIdx.x) % kLanes;
@@ -193,6 +202,7 @@ __global__ void __launch_bounds__((kTile / kVec) * (kTile / kRows), 1) permute_t
   Index t = blockIdx.x;
   if (t >= tiles) return;  // the whole block: no barrier is skipped by part of it
   TileSpot<Index> spot = locate_tile<kTile, kBatchRank, Index>(t, p);
+  wait_for_previous_kernel();
   Vec v[kRows];
   // Reads along C: every load of a tile is issued before the first use of its registers.
   {
@@ -276,6 +286,7 @@ __global__ void __launch_bounds__((kTile / kVec) * (kTile / (2 * kRows)), 1)
   Index t = blockIdx.x;
   if (t >= tiles) return;  // the whole block
   TileSpot<Index> spot = locate_tile<kTile, kBatchRank, Index>(t, p);
+  wait_for_previous_kernel();
   In lo[kRows], hi[kRows];
   {
     const Index c = spot.c0 + static_cast<Index>(tx * kVec);

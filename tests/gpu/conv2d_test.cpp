@@ -203,16 +203,12 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
         const Config& config = sample[batch->candidates[b]];
         INFO(sig, " ", config.text());
         CUfunction f = module.function(batch->output->lowered.at(batch->unit[b]));
-        const LaunchShape shape = fam.launch_shape(p, config, rt.device());
-        if (shape.shared_bytes > 48 * 1024)
-          JITUNE_CU_CHECK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                             static_cast<int>(shape.shared_bytes)));
+        LaunchShape shape = fam.launch_shape(p, config, rt.device());
+        ready_function(f, shape, rt.device());
         KernelArgs args;
         fam.kernel_args(p, config, dw.inputs(), dw.outputs(), args);
         dw.reset_outputs(stream.get());
-        JITUNE_CU_CHECK(cuLaunchKernel(f, shape.grid.x, shape.grid.y, shape.grid.z, shape.block.x,
-                                       shape.block.y, shape.block.z, shape.shared_bytes, stream.get(),
-                                       args.pointers(), nullptr));
+        driver::check(launch_kernel(f, shape, stream.get(), args.pointers()), "launch_kernel");
         JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
         std::vector<std::byte> got(w.output_bytes[0]);
         JITUNE_CU_CHECK(cuMemcpyDtoH(got.data(), dw.output_buffers()[0].get(), got.size()));

@@ -198,6 +198,128 @@ TEST_CASE("launches go on the caller's stream") {
   CHECK(out.download(expected.size(), 0) == expected);
 }
 
+TEST_CASE("waves 0 launches one balanced wave: every block resident, the same number of tiles each") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& fam = pmt::permute_family();
+  const std::vector<std::int64_t> shape = {1000, 3000};
+  const std::vector<int> perm = {1, 0};
+  const pmt::PermuteProblem p(DType::kFloat32, shape, perm);
+  for (std::int64_t block : {256, 1024}) {
+    const Config config{{"kind", pmt::kTiled},     {"movement", 4},  {"vec", 1},   {"tile", 32},
+                        {"rows", 32 * 32 / block}, {"block", block}, {"waves", 0}, {"group", 1},
+                        {"batch_order", 0}};
+    REQUIRE(fam.validate(p, config, rt.device()).empty());
+    const Kernel& k = rt.impl().kernel(fam, p, config);
+    const std::uint64_t tiles = 32 * 94;  // ceil(1000 / 32) x ceil(3000 / 32)
+    REQUIRE(k.shape.balance_units == tiles);
+    int per_sm = 0;
+    JITUNE_CU_CHECK(
+        cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k.function, static_cast<int>(block), 0));
+    const std::uint64_t resident = std::uint64_t(per_sm) * rt.device().sm_count;
+    INFO("block ", block, ": ", per_sm, " resident per SM, grid ", k.shape.grid.x);
+    CHECK(k.shape.grid.x <= resident);
+    const std::uint64_t per_block = (tiles + k.shape.grid.x - 1) / k.shape.grid.x;
+    CHECK(per_block == (tiles + resident - 1) / resident);
+    CHECK((per_block - 1) * k.shape.grid.x < tiles);  // no block idle
+  }
+}
+
+// For the programmatic-launch test: a producer that lets dependent launches start at once, spins, then saves
+// the permute's output buffer (which the permute must not overwrite before) and writes the permute's input
+// (which the permute must not read before); and, as the control, a copy that does not wait for it.
+constexpr const char* kProducerProgram = R"(
+extern "C" __global__ void pdl_producer(const unsigned* next, unsigned* input, const unsigned* output,
+                                        unsigned* saved, unsigned n, unsigned long long ns) {
+  asm volatile("griddepcontrol.launch_dependents;");
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    saved[i] = output[i];
+    input[i] = next[i];
+  }
+}
+extern "C" __global__ void pdl_copy_without_wait(const unsigned* in, unsigned* out, unsigned n) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
+}
+)";
+
+TEST_CASE(
+    "a permute right behind the kernel that writes its input sees the finished input (programmatic launch)") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  if (rt.device().cc() < 90) {
+    MESSAGE("skipped: programmatic dependent launch needs sm_90 or newer; this GPU is ", rt.device().arch());
+    return;
+  }
+  const CompiledProgram program = rt.impl().compiler.compile(
+      kProducerProgram, {"pdl_producer", "pdl_copy_without_wait"}, rt.device().arch(), false);
+  REQUIRE_MESSAGE(program.ok, program.log);
+  driver::Module module(program.cubin.data());
+  const CUfunction producer = module.function(program.lowered.at(0));
+  const CUfunction copy = module.function(program.lowered.at(1));
+  driver::StreamHandle stream;
+  const CUstream s = stream.get();
+  struct Case {
+    DType dtype;
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+  };
+  // The tiled kernel, the 2-byte pair kernel and the general kernel (the heuristic picks of these shapes).
+  for (const Case& c :
+       {Case{DType::kInt32, {64, 96, 33}, {0, 2, 1}}, Case{DType::kFloat16, {40, 96, 34}, {0, 2, 1}},
+        Case{DType::kInt32, {16, 24, 10, 9}, {2, 0, 1, 3}}}) {
+    INFO(dtype_name(c.dtype), " ", text(c.shape, c.perm));
+    const pmt::PermuteProblem p(c.dtype, c.shape, c.perm);
+    const Family& fam = pmt::permute_family();
+    const Workload stale = fam.workload(p, 41), fresh = fam.workload(p, 42);
+    const auto expected = fam.reference(p, fresh)[0];
+    const std::size_t bytes = fresh.inputs[0].size();
+    REQUIRE(bytes % 4 == 0);
+    Buffer in(bytes), out(bytes), next(bytes), saved(bytes);
+    next.upload(fresh.inputs[0], 0);
+    in.upload(stale.inputs[0], 0);
+    permute(rt, in.at(0), out.at(0), c.shape, c.perm, c.dtype, reinterpret_cast<Stream>(s));  // compiled here
+    JITUNE_CU_CHECK(cuStreamSynchronize(s));
+    in.upload(stale.inputs[0], 0);
+    out.poison();
+    JITUNE_CU_CHECK(cuMemsetD8(saved.mem.get(), 0, saved.bytes));
+
+    CUdeviceptr next_p = next.mem.get(), in_p = in.mem.get(), out_p = out.mem.get(),
+                saved_p = saved.mem.get();
+    unsigned words = static_cast<unsigned>(bytes / 4);
+    unsigned long long spin_ns = 300000;
+    void* producer_args[] = {&next_p, &in_p, &out_p, &saved_p, &words, &spin_ns};
+    LaunchShape shape;
+    shape.grid.x = 16;
+    shape.block.x = 256;
+    driver::check(launch_kernel(producer, shape, s, producer_args), "pdl_producer");
+    permute(rt, in.at(0), out.at(0), c.shape, c.perm, c.dtype, reinterpret_cast<Stream>(s));
+    JITUNE_CU_CHECK(cuStreamSynchronize(s));
+    CHECK_MESSAGE(out.download(bytes, 0) == expected,
+                  "the permute read its input before the producer wrote it");
+    const auto before = saved.download(bytes, 0);
+    CHECK_MESSAGE(std::all_of(before.begin(), before.end(), [](std::byte b) { return b == std::byte{0xFF}; }),
+                  "the permute wrote its output before the producer had read it");
+
+    // Control: a programmatic launch that does not wait runs during the producer's spin and copies the stale
+    // input, so the checks above can fail.
+    in.upload(stale.inputs[0], 0);
+    out.poison();
+    driver::check(launch_kernel(producer, shape, s, producer_args), "pdl_producer");
+    void* copy_args[] = {&in_p, &out_p, &words};
+    LaunchShape dependent = shape;
+    dependent.programmatic = true;
+    driver::check(launch_kernel(copy, dependent, s, copy_args), "pdl_copy_without_wait");
+    JITUNE_CU_CHECK(cuStreamSynchronize(s));
+    CHECK_MESSAGE(
+        out.download(bytes, 0) == stale.inputs[0],
+        "control: a dependent copy that does not wait should have read the stale input; if the driver "
+        "serialises programmatic launches here, this test cannot tell a missing wait");
+  }
+}
+
 TEST_CASE("the tuned pick: a tuned record is used exactly by a new Runtime and is correct") {
   TempDir dir;
   const std::vector<std::int64_t> shape = {8, 96, 200};

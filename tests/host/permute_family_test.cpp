@@ -363,12 +363,27 @@ TEST_CASE("constraints rule out illegal configs before compiling") {
   auto wide = problem("float32", "64x64x4", "102");  // 16-byte units after the last dim collapses
   c = tiled;
   c.set("movement", 16);
-  c.set("tile", 64);
+  c.set("tile", 128);
   c.set("rows", 16);
-  CHECK(why(*wide, c).find("shared memory") != std::string::npos);
+  c.set("block", 1024);
+  CHECK(why(*wide, c).find("shared memory") != std::string::npos);  // 264 KiB
   c.set("tile", 32);
   c.set("rows", 4);
+  c.set("block", 256);
   CHECK(why(*wide, c).empty());
+  CHECK(fam().launch_shape(*wide, c, nominal_device(90)).shared_bytes == 0);  // 16.5 KiB, static
+  // Over 48 KiB the tile is dynamic shared memory, within the opt-in limit (227 KiB sm_90, 163 KiB sm_80).
+  c.set("tile", 64);
+  c.set("rows", 16);
+  CHECK(why(*wide, c).empty());
+  CHECK(fam().launch_shape(*wide, c, nominal_device(90)).shared_bytes == 64 * 65 * 16);
+  Config f32 = tiled;
+  f32.set("vec", 4);
+  f32.set("tile", 128);
+  f32.set("rows", 16);
+  CHECK(why(*p, f32).empty());
+  CHECK(fam().validate(*p, f32, nominal_device(80)).empty());
+  CHECK(fam().launch_shape(*p, f32, nominal_device(90)).shared_bytes == 128 * 129 * 4);
   c = tiled;
   c.set("kind", 2);
   CHECK(why(*p, c).find("needs movement 2") != std::string::npos);
@@ -491,6 +506,17 @@ TEST_CASE("kernel parameters describe the tiled plane and the general gather") {
   const LaunchShape s = fam().launch_shape(*p, tiled, dev);
   CHECK(s.block.x == 256);
   CHECK(s.grid.x == 2 * 132 * 8);  // two waves of 8 blocks per SM
+  CHECK(s.balance_units == 0);
+  Config balanced = tiled;  // waves 0: one balanced wave, settled from the loaded kernel's occupancy
+  balanced.set("waves", 0);
+  REQUIRE(fam().validate(*p, balanced, dev).empty());
+  const LaunchShape b = fam().launch_shape(*p, balanced, dev);
+  CHECK(b.balance_units == 16 * 512 * 2);  // every tile
+  CHECK(b.grid.x == 132 * 8);              // the estimate until the kernel is loaded: one wave
+  // Programmatic dependent launch on Hopper (the kernels wait for the previous kernel), a plain launch
+  // before.
+  CHECK(s.programmatic);
+  CHECK_FALSE(fam().launch_shape(*p, tiled, nominal_device(80)).programmatic);
 
   auto g = problem("float16", "3x5x7", "201");  // 5-dim merge: (15, 7) by (1, 0) is tiled; force general
   const Config general{{"kind", 0},    {"movement", 2}, {"vec", 1},   {"tile", 32},      {"rows", 2},
@@ -507,6 +533,7 @@ TEST_CASE("kernel parameters describe the tiled plane and the general gather") {
   CHECK(q.in_strides[0] == 1);
   CHECK(q.in_strides[1] == 7);
   CHECK(fam().launch_shape(*g, general, dev).grid.x == 1);
+  CHECK(fam().launch_shape(*g, general, dev).programmatic);
 }
 
 // The kernel's tile decomposition (permute_tiled), replayed on the host with the magic-number division.
