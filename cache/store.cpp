@@ -957,7 +957,7 @@ Record from_json_line(const std::string& line) {
   Json object;
   try {
     object = Json::parse(line);
-  } catch (const Json::parse_error& error) {
+  } catch (const Json::exception& error) {  // a syntax error, or a number too large for a double (1e999)
     throw InvalidArgument(std::string("not valid JSON: ") + error.what());
   }
   if (!object.is_object()) throw InvalidArgument("not a JSON object (got " + object.dump() + ")");

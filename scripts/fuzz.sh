@@ -17,7 +17,9 @@ for t in "${targets[@]}"; do
   ASAN_OPTIONS=detect_leaks=0 "./build-fuzz/tests/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
     -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$t/" "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" \
     2>&1 | grep -E "^#[0-9]+ +DONE|stat::number_of_executed_units|ERROR|SUMMARY|Test unit written" || true
-  if ls "build-fuzz/artifacts/$t"/crash-* "build-fuzz/artifacts/$t"/leak-* "build-fuzz/artifacts/$t"/timeout-* >/dev/null 2>&1; then
+  # Any one kind of failing input fails the script (ls over three globs would need all three to match).
+  if compgen -G "build-fuzz/artifacts/$t/crash-*" >/dev/null || compgen -G "build-fuzz/artifacts/$t/leak-*" >/dev/null ||
+    compgen -G "build-fuzz/artifacts/$t/timeout-*" >/dev/null || compgen -G "build-fuzz/artifacts/$t/oom-*" >/dev/null; then
     echo "$t found a failing input: build-fuzz/artifacts/$t/" >&2
     exit 1
   fi
