@@ -1,7 +1,9 @@
-// Elementwise expressions ("z = x * y"): tokenizing, validation, the canonical form, input names, and a host
-// evaluator used as the CPU reference when verifying candidates.
+// Elementwise expressions ("z = x * y"): tokenizing, validation, the canonical form, input names, a memo of parsed
+// expressions, and a host evaluator used as the CPU reference when verifying candidates. Implemented in
+// expression_lexer.cpp, expression_parser.cpp, expression_cache.cpp and expression_eval.cpp.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +28,15 @@ struct Expression {
 /// Identifiers followed by '(' are functions; every other identifier is an input, except the literals/constants
 /// `true`, `false`, `INFINITY`, `NAN`, `M_PI`, `M_E` (constants are accepted by the device code too).
 Expression parse_expression(std::string_view text);
+
+/// Texts parse_expression_cached remembers at most; past that the memo is emptied and starts again.
+inline constexpr std::size_t kExpressionCacheLimit = 4096;
+
+/// parse_expression through a process-wide memo keyed by the exact text: the same text gives the same shared,
+/// immutable Expression without parsing it again. Thread-safe. A text that fails throws as parse_expression does,
+/// every time, and is not remembered. An Expression handed out stays valid after the memo is emptied (it is shared,
+/// never borrowed).
+std::shared_ptr<const Expression> parse_expression_cached(std::string_view text);
 
 /// Evaluates an expression on the host in double precision with C's typing rules for integer literals
 /// (1 / 2 == 0, 1.0f / 2 == 0.5), used as the CPU reference.

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <jitune/error.hpp>
@@ -18,6 +20,7 @@ using jitune::InvalidArgument;
 using jitune::ew::Evaluator;
 using jitune::ew::Expression;
 using jitune::ew::parse_expression;
+using jitune::ew::parse_expression_cached;
 
 namespace {
 
@@ -728,5 +731,76 @@ TEST_CASE("random expressions match an independent evaluation of the same tree")
       if (!close(evaluator(ordered), named[0] * 0 + g.value(named))) ++mismatches;
     }
     CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("the parse memo returns one shared expression per text") {
+  const std::string text = "memo_out = memo_a * memo_b + 1";
+  const std::shared_ptr<const Expression> first = parse_expression_cached(text);
+  REQUIRE(first != nullptr);
+  CHECK(parse_expression_cached(text) == first);
+  CHECK(parse_expression_cached(std::string(text)) == first);  // keyed by content, not by the caller's buffer
+  const Expression fresh = parse_expression(text);
+  CHECK(first->canonical == fresh.canonical);
+  CHECK(first->output == fresh.output);
+  CHECK(first->rhs == fresh.rhs);
+  CHECK(first->inputs == fresh.inputs);
+  // Another spelling of the same expression is another key (the key is the text, not the canonical form).
+  const auto spaced = parse_expression_cached("memo_out=memo_a*memo_b+1");
+  CHECK(spaced != first);
+  CHECK(spaced->canonical == first->canonical);
+}
+
+TEST_CASE("the parse memo throws parse_expression's error every time and remembers nothing for it") {
+  for (const std::string text : {"z = x +", "", "z = x; y", "y = a + b + c + d + e + f + g + h + i"}) {
+    CAPTURE(text);
+    const std::string want = parse_error(text);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::string got;
+      try {
+        parse_expression_cached(text);
+      } catch (const InvalidArgument& e) {
+        got = e.what();
+      }
+      CHECK(got == want);
+    }
+  }
+}
+
+TEST_CASE("expressions from the parse memo stay valid after it starts again") {
+  const auto held = parse_expression_cached("held = x * 3");
+  const auto before = parse_expression_cached("held = x * 3");
+  CHECK(before == held);
+  for (std::size_t i = 0; i <= jitune::ew::kExpressionCacheLimit; ++i)
+    parse_expression_cached("y = x * " + std::to_string(i));
+  // The memo was emptied on the way: the held expression is intact and the text parses again to an equal one.
+  CHECK(held->canonical == "held = x * 3");
+  CHECK(held->inputs == Strings{"x"});
+  const double in[1] = {2};
+  CHECK(Evaluator(*held)(in) == 6.0);
+  const auto again = parse_expression_cached("held = x * 3");
+  CHECK(again->canonical == held->canonical);
+  CHECK(parse_expression_cached("held = x * 3") == again);
+}
+
+TEST_CASE("the parse memo gives every thread the same expression for a text") {
+  constexpr std::size_t kThreads = 8, kTexts = 64;
+  // seen[t][k]: what thread t got for text k. The threads start at different texts, so they race on new ones.
+  using Row = std::vector<std::shared_ptr<const Expression>>;
+  std::vector<Row> seen(kThreads, Row(kTexts));
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < kThreads; ++t)
+    threads.emplace_back([&seen, t] {
+      for (std::size_t step = 0; step < kTexts; ++step) {
+        const std::size_t k = (step + t * 5) % kTexts;
+        seen[t][k] = parse_expression_cached("threaded = x + " + std::to_string(k));
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (std::size_t k = 0; k < kTexts; ++k) {
+    CAPTURE(k);
+    REQUIRE(seen[0][k] != nullptr);
+    CHECK(seen[0][k]->rhs == "x + " + std::to_string(k));
+    for (std::size_t t = 1; t < kThreads; ++t) CHECK(seen[t][k] == seen[0][k]);
   }
 }
