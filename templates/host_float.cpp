@@ -1,7 +1,9 @@
-// Bit-exact host conversions for half and bfloat16.
+// Bit-exact host conversions for half and bfloat16, and the random fill of workload inputs.
 #include "templates/host_float.hpp"
 
 #include <cmath>
+
+#include "templates/host_parallel.hpp"
 
 namespace jitune {
 
@@ -93,6 +95,13 @@ void store_element(DType dtype, void* data, std::uint64_t i, double value) noexc
     case DType::kInt32: { auto v = static_cast<std::int32_t>(value); std::memcpy(p, &v, 4); return; }
     case DType::kInt64: { auto v = static_cast<std::int64_t>(value); std::memcpy(p, &v, 8); return; }
   }
+}
+
+void fill_random_nonzero(DType dtype, std::byte* data, std::uint64_t count, std::uint64_t seed) {
+  parallel_for(count, [&](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t i = begin; i < end; ++i)
+      store_element(dtype, data, i, random_nonzero(mix64(seed * 0x2545f4914f6cdd1dull + i)));
+  });
 }
 
 }  // namespace jitune

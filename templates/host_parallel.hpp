@@ -1,8 +1,10 @@
 // Host-side helpers the families share for workloads and CPU references: a parallel loop over the machine's cores
-// (references reach 2^27 elements) and a small, fast, seedable random generator.
+// (references reach 2^27 elements), a small, fast, seedable random generator, and the never-zero random values
+// workloads are filled with.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <thread>
 #include <utility>
@@ -49,6 +51,15 @@ inline std::uint64_t splitmix(std::uint64_t& state) noexcept {
   const std::uint64_t z = mix64(state);
   state += 0x9e3779b97f4a7c15ull;
   return z;
+}
+
+/// A random value that is never zero, from 64 random bits: magnitude in [0.25, 4) (the top 24 bits are the
+/// mantissa, bits 0-1 the binary exponent -2..1), negative when bit 2 is set. Workload inputs are drawn this way so
+/// comparisons take both branches and relative errors stay meaningful.
+inline double random_nonzero(std::uint64_t bits) noexcept {
+  const double magnitude =
+      std::ldexp(1.0 + static_cast<double>(bits >> 40) / double(1ull << 24), static_cast<int>(bits & 3) - 2);
+  return (bits & 4) ? -magnitude : magnitude;
 }
 
 }  // namespace jitune

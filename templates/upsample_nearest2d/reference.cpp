@@ -61,8 +61,7 @@ std::vector<std::byte> random_source(const UpsampleProblem& p, std::uint64_t see
     for (std::int64_t i = b; i < e; ++i) {
       // Magnitudes in [0.25, 4) with random sign: never zero. Element i depends on (seed, i) only.
       const std::uint64_t r = mix(seed * 0x2545f4914f6cdd1dull + static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ull);
-      const double mag = std::ldexp(1.0 + static_cast<double>(r >> 40) / double(1ull << 24), int(r & 3) - 2);
-      store_float(p.dtype(), buf.data(), i, static_cast<float>((r & 4) ? -mag : mag));
+      store_float(p.dtype(), buf.data(), i, static_cast<float>(random_nonzero(r)));
     }
   });
   return buf;
