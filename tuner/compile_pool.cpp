@@ -37,87 +37,121 @@ std::size_t CompileMemo::units() const {
   return units_.size();
 }
 
+namespace {
+
+// The candidates of one program text grouped by name expression: each unit is one kernel to compile.
+struct ProgramUnits {
+  std::vector<std::string> names;                 // per unit
+  std::vector<std::vector<std::size_t>> members;  // per unit: indices into the pool's config list
+  std::map<std::string, std::size_t> index;       // name expression -> unit
+};
+
+// Every candidate's unit, by program text, with the programs in order of first appearance.
+struct Grouped {
+  std::map<std::string, ProgramUnits> programs;
+  std::vector<std::string> order;
+  std::size_t units = 0;
+};
+
+// Groups by program text, then by name expression within a program.
+Grouped group_candidates(const Family& family, const Problem& problem, const std::vector<Config>& configs) {
+  Grouped grouped;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    KernelSource src = family.source(problem, configs[i]);
+    auto [git, new_program] = grouped.programs.try_emplace(src.program);
+    if (new_program) grouped.order.push_back(src.program);
+    ProgramUnits& g = git->second;
+    auto [nit, new_name] = g.index.try_emplace(src.name_expression, g.names.size());
+    if (new_name) {
+      g.names.push_back(src.name_expression);
+      g.members.emplace_back();
+      ++grouped.units;
+    }
+    g.members[nit->second].push_back(i);
+  }
+  return grouped;
+}
+
+// A batch of units [b, e) of one program.
+CompiledBatch make_batch(const std::string& program, const ProgramUnits& g, std::size_t b, std::size_t e) {
+  CompiledBatch part;
+  part.program = program;
+  for (std::size_t u = b; u < e; ++u)
+    for (std::size_t i : g.members[u]) {
+      part.candidates.push_back(i);
+      part.name_expressions.push_back(g.names[u]);
+      part.unit.push_back(u - b);
+    }
+  return part;
+}
+
+struct MemoHits {
+  std::vector<CompiledBatch> batches;  // ready: one per kept program
+  std::size_t reused = 0;              // candidates they hold
+  bool probed = false;                 // the default config (index 0) is among them: it is known to compile
+};
+
+// Units an earlier pool compiled: one ready batch per kept program, and they leave `grouped`.
+MemoHits take_memo_hits(const CompileMemo& memo, const Compiler& compiler, const std::string& arch,
+                        Grouped& grouped) {
+  MemoHits out;
+  std::map<const CompiledProgram*, CompiledBatch> hits;
+  std::size_t hit_units = 0;
+  for (const std::string& program : grouped.order) {
+    ProgramUnits& g = grouped.programs[program];
+    ProgramUnits rest;
+    for (std::size_t u = 0; u < g.names.size(); ++u) {
+      auto hit = memo.find(compiler.binary_key(program, g.names[u], arch));
+      if (!hit) {
+        rest.index.emplace(g.names[u], rest.names.size());
+        rest.names.push_back(g.names[u]);
+        rest.members.push_back(std::move(g.members[u]));
+        continue;
+      }
+      CompiledBatch& b = hits[hit->program.get()];
+      b.program = program;
+      b.output = hit->program;
+      for (std::size_t i : g.members[u]) {
+        b.candidates.push_back(i);
+        b.name_expressions.push_back(g.names[u]);
+        b.unit.push_back(hit->unit);
+      }
+      out.reused += g.members[u].size();
+      ++hit_units;
+      if (std::find(g.members[u].begin(), g.members[u].end(), std::size_t{0}) != g.members[u].end())
+        out.probed = true;
+    }
+    g = std::move(rest);
+  }
+  for (auto& [ptr, b] : hits) out.batches.push_back(std::move(b));
+  grouped.units -= hit_units;
+  std::erase_if(grouped.order, [&](const std::string& program) { return grouped.programs[program].names.empty(); });
+  return out;
+}
+
+}  // namespace
+
 CompilePool::CompilePool(const Compiler& compiler, const Family& family, const Problem& problem,
                          const std::vector<Config>& configs, std::string arch, unsigned threads,
                          bool resource_report, CompileMemo* memo)
     : compiler_(compiler), arch_(std::move(arch)), resource_report_(resource_report), memo_(memo) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  // Group by program text, then by name expression within a program.
-  struct Group {
-    std::vector<std::string> names;
-    std::vector<std::vector<std::size_t>> members;
-    std::map<std::string, std::size_t> index;
-  };
-  std::map<std::string, Group> groups;
-  std::vector<std::string> order;
-  std::size_t units = 0;
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    KernelSource src = family.source(problem, configs[i]);
-    auto [git, new_program] = groups.try_emplace(src.program);
-    if (new_program) order.push_back(src.program);
-    Group& g = git->second;
-    auto [nit, new_name] = g.index.try_emplace(src.name_expression, g.names.size());
-    if (new_name) {
-      g.names.push_back(src.name_expression);
-      g.members.emplace_back();
-      ++units;
-    }
-    g.members[nit->second].push_back(i);
-  }
-  auto make_batch = [&](const std::string& program, const Group& g, std::size_t b, std::size_t e) {
-    CompiledBatch part;
-    part.program = program;
-    for (std::size_t u = b; u < e; ++u)
-      for (std::size_t i : g.members[u]) {
-        part.candidates.push_back(i);
-        part.name_expressions.push_back(g.names[u]);
-        part.unit.push_back(u - b);
-      }
-    return part;
-  };
+  Grouped grouped = group_candidates(family, problem, configs);
   bool probed = false;  // set when the default config's unit came from the memo: it is known to compile
   if (memo_) {
-    // Units an earlier pool compiled: one ready batch per kept program, and they leave the groups.
-    std::map<const CompiledProgram*, CompiledBatch> hits;
-    std::size_t hit_units = 0;
-    for (const std::string& program : order) {
-      Group& g = groups[program];
-      Group rest;
-      for (std::size_t u = 0; u < g.names.size(); ++u) {
-        auto hit = memo_->find(compiler_.binary_key(program, g.names[u], arch_));
-        if (!hit) {
-          rest.index.emplace(g.names[u], rest.names.size());
-          rest.names.push_back(g.names[u]);
-          rest.members.push_back(std::move(g.members[u]));
-          continue;
-        }
-        CompiledBatch& b = hits[hit->program.get()];
-        b.program = program;
-        b.output = hit->program;
-        for (std::size_t i : g.members[u]) {
-          b.candidates.push_back(i);
-          b.name_expressions.push_back(g.names[u]);
-          b.unit.push_back(hit->unit);
-        }
-        reused_ += g.members[u].size();
-        ++hit_units;
-        if (std::find(g.members[u].begin(), g.members[u].end(), std::size_t{0}) != g.members[u].end()) probed = true;
-      }
-      g = std::move(rest);
-    }
-    for (auto& [ptr, b] : hits) done_.push_back(std::move(b));
-    units -= hit_units;
-    std::erase_if(order, [&](const std::string& program) { return groups[program].names.empty(); });
+    MemoHits hits = take_memo_hits(*memo_, compiler_, arch_, grouped);
+    reused_ = hits.reused;
+    probed = hits.probed;
+    for (CompiledBatch& b : hits.batches) done_.push_back(std::move(b));
   }
   std::deque<CompiledBatch> batches;
-  const std::size_t per_batch = std::clamp<std::size_t>((units + 2 * threads - 1) / (2 * threads), 1, 24);
-  for (const std::string& program : order) {
-    const Group& g = groups[program];
+  const std::size_t per_batch = std::clamp<std::size_t>((grouped.units + 2 * threads - 1) / (2 * threads), 1, 24);
+  for (const std::string& program : grouped.order) {
+    const ProgramUnits& g = grouped.programs[program];
     std::size_t b = 0;
     if (!probed) {
       // The first unit holds configs[0]: compile it alone, now, as the probe.
-      CompiledBatch probe = make_batch(program, g, 0, 1);
-      compile_batch(std::move(probe));
+      compile_batch(make_batch(program, g, 0, 1));
       const CompiledBatch& done = done_.back();
       if (!done.output->ok)
         throw CompileError("NVRTC cannot compile " + std::string(family.name()) + " " + problem.signature() +
@@ -126,7 +160,8 @@ CompilePool::CompilePool(const Compiler& compiler, const Family& family, const P
       probed = true;
       b = 1;
     }
-    for (; b < g.names.size(); b += per_batch) batches.push_back(make_batch(program, g, b, std::min(g.names.size(), b + per_batch)));
+    for (; b < g.names.size(); b += per_batch)
+      batches.push_back(make_batch(program, g, b, std::min(g.names.size(), b + per_batch)));
   }
   todo_ = std::move(batches);
   outstanding_ = todo_.size() + done_.size();

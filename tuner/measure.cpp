@@ -106,6 +106,12 @@ std::string_view l2_mode_name(L2Mode mode) noexcept {
   return "?";
 }
 
+L2Mode parse_l2_mode(std::string_view name) {
+  for (const L2Mode mode : {L2Mode::kAuto, L2Mode::kFlush, L2Mode::kWarm})
+    if (name == l2_mode_name(mode)) return mode;
+  throw InvalidArgument("unknown L2 mode '" + std::string(name) + "'; use auto, flush or warm");
+}
+
 LaunchTimer::LaunchTimer(TunerKernels& kernels, const DeviceInfo& device, double problem_bytes, int max_samples,
                          L2Mode mode, CUstream stream)
     : kernels_(kernels), stream_(stream), mode_(mode) {

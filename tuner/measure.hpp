@@ -87,6 +87,8 @@ class LaunchTimer {
 
 /// "auto", "flush" or "warm".
 std::string_view l2_mode_name(L2Mode mode) noexcept;
+/// The mode l2_mode_name names; throws InvalidArgument, quoting `name`, for any other text.
+L2Mode parse_l2_mode(std::string_view name);
 
 /// Median and (p90 - p10) / median of a sample.
 std::pair<double, double> median_spread(std::vector<double> samples);

@@ -34,18 +34,13 @@ json settings_json(const RunnerSettings& s) {
 RunnerSettings settings_from(const json& j) {
   RunnerSettings s;
   s.seed = j.at("seed").get<std::uint64_t>();
-  const std::string l2 = j.at("l2").get<std::string>();
-  s.l2 = l2 == "warm" ? L2Mode::kWarm : l2 == "flush" ? L2Mode::kFlush : L2Mode::kAuto;
+  s.l2 = parse_l2_mode(j.at("l2").get<std::string>());
   s.min_time_ms = j.at("min_time_ms").get<double>();
   s.min_reps = j.at("min_reps").get<int>();
   s.max_reps = j.at("max_reps").get<int>();
   s.retime_reps = j.at("retime_reps").get<int>();
   s.cut_ratio = j.at("cut_ratio").get<double>();
   return s;
-}
-
-L2Mode l2_from(const std::string& name) {
-  return name == "warm" ? L2Mode::kWarm : name == "flush" ? L2Mode::kFlush : L2Mode::kAuto;
 }
 
 std::string describe_exit(int status) {
@@ -187,7 +182,7 @@ class WorkerRunner final : public CandidateRunner {
       throw Error("the tuning worker " + worker_ + " could not set up " + std::string(family_.name()) + " " +
                   problem_.signature() + ": " + why);
     }
-    l2_ = l2_from(reply.header.value("l2", std::string("auto")));
+    l2_ = parse_l2_mode(reply.header.value("l2", std::string("auto")));
   }
 
   wire::ReadStatus call(const json& req, wire::Frame& reply, double timeout_s, std::string_view blob = {}) {
@@ -247,6 +242,141 @@ class WorkerRunner final : public CandidateRunner {
   std::set<std::size_t> modules_sent_;
 };
 
+// The worker's side of the protocol: what the requests have built so far, and one handler per request.
+class WorkerServer {
+ public:
+  explicit WorkerServer(int fd) : fd_(fd) {}
+
+  // Answers requests until "quit" or the end of the connection; 3 after a fault that broke the CUDA context.
+  int serve() {
+    wire::Frame req;
+    while (wire::read_frame(fd_, req, -1) == wire::ReadStatus::kOk) {
+      const std::string op = req.header.value("op", "");
+      try {
+        if (op == "quit") break;
+        if (op == "prepare") {
+          prepare(req.header);
+        } else if (op == "setup") {
+          setup(req.header);
+        } else if (op == "module") {
+          add_module(req);
+        } else if (op == "candidate" || op == "retime") {
+          measure(op, req.header);
+        } else {
+          wire::write_frame(fd_, {{"ok", false}, {"error", "unknown request '" + op + "'"}});
+        }
+      } catch (const CudaError& e) {
+        // The context is unusable after a fault: report it and end; the tuner starts a fresh worker.
+        wire::write_frame(fd_, {{"ok", false}, {"status", "launch_failed"}, {"reason", e.what()}, {"fatal", true},
+                                {"error", e.what()}});
+        return 3;
+      } catch (const std::exception& e) {
+        wire::write_frame(fd_,
+                          {{"ok", false}, {"status", "launch_failed"}, {"reason", e.what()}, {"error", e.what()}});
+      }
+    }
+    return 0;
+  }
+
+ private:
+  static std::string prepared_key(const json& h) {
+    return h.at("family").get<std::string>() + "\n" + h.at("signature").get<std::string>() + "\n" +
+           std::to_string(h.at("settings").at("seed").get<std::uint64_t>());
+  }
+
+  // A "prepare" request builds the workload and reference here, on a thread at nice 10 (its threads inherit that),
+  // while the tuner's current session still times on the GPU; "setup" then takes them when family, problem and
+  // seed match. The request has no answer, so a failure here only means setup builds them itself (and reports
+  // why).
+  void prepare(const json& header) {
+    try {
+      const Family& f = jitune::family(header.at("family").get<std::string>());
+      prepared_problem_ = f.parse_problem(header.at("signature").get<std::string>());
+      const std::uint64_t seed = settings_from(header.at("settings")).seed;
+      prepared_for_ = prepared_key(header);
+      prepared_ = std::async(std::launch::async, [&f, problem = prepared_problem_, seed] {
+        background_priority();
+        return std::make_shared<HostWorkload>(build_host_workload(f, *problem, seed));
+      });
+    } catch (const std::exception&) {
+      prepared_for_.clear();
+    }
+  }
+
+  // What "prepare" built for this setup request; null when nothing was prepared, it failed, or it was for another.
+  std::shared_ptr<HostWorkload> take_prepared(const json& header) {
+    std::shared_ptr<HostWorkload> host;
+    if (!prepared_.valid()) return host;
+    const bool match = prepared_for_ == prepared_key(header);
+    try {
+      host = prepared_.get();
+    } catch (const std::exception&) {
+      host.reset();  // built again by the runner's setup, where a failure is reported
+    }
+    if (!match) host.reset();
+    prepared_problem_.reset();
+    return host;
+  }
+
+  void setup(const json& header) {
+    RuntimeOptions o;
+    o.device = header.at("device").get<int>();
+    o.use_user_cache = false;
+    o.use_builtin_shipped_caches = false;
+    runtime_ = std::make_unique<Runtime>(o);
+    family_ = &jitune::family(header.at("family").get<std::string>());
+    problem_ = family_->parse_problem(header.at("signature").get<std::string>());
+    std::shared_ptr<HostWorkload> host = take_prepared(header);
+    runner_ = make_in_process_runner(*runtime_, *family_, *problem_, settings_from(header.at("settings")),
+                                     std::move(host));
+    const L2Mode mode = runner_->setup();
+    wire::write_frame(fd_, {{"ok", true}, {"l2", std::string(l2_mode_name(mode))}});
+  }
+
+  void add_module(const wire::Frame& req) {
+    auto program = std::make_shared<CompiledProgram>();
+    program->cubin.assign(req.blob.begin(), req.blob.end());
+    modules_[req.header.at("id").get<std::size_t>()] = std::move(program);
+    wire::write_frame(fd_, {{"ok", true}});
+  }
+
+  Candidate candidate_from(const json& j) const {
+    Candidate c;
+    c.module_id = j.at("module").get<std::size_t>();
+    c.program = modules_.at(c.module_id);
+    c.lowered = j.at("lowered").get<std::string>();
+    c.config = Config::parse(j.at("config").get<std::string>());
+    return c;
+  }
+
+  // "candidate": one verdict; "retime": the side-by-side rounds of the listed finalists.
+  void measure(const std::string& op, const json& header) {
+    if (!runner_) throw Error("no setup before " + op);
+    if (op == "candidate") {
+      const CandidateResult r = runner_->run(candidate_from(header), header.value("best_us", 0.0));
+      wire::write_frame(fd_, {{"status", r.status}, {"reason", r.reason}, {"time_us", r.time_us},
+                              {"spread", r.spread}, {"reps", r.reps}});
+      return;
+    }
+    std::vector<Candidate> cands;
+    for (const auto& item : header.at("items")) cands.push_back(candidate_from(item));
+    std::vector<const Candidate*> ptrs;
+    for (const auto& c : cands) ptrs.push_back(&c);
+    wire::write_frame(fd_, {{"rounds", runner_->retime(ptrs)}});
+  }
+
+  int fd_;
+  // Declared in the order of their use, so they are destroyed in reverse: the prepared work is waited for first.
+  std::unique_ptr<Runtime> runtime_;
+  const Family* family_ = nullptr;
+  std::unique_ptr<Problem> problem_;
+  std::unique_ptr<CandidateRunner> runner_;
+  std::map<std::size_t, std::shared_ptr<CompiledProgram>> modules_;
+  std::string prepared_for_;
+  std::shared_ptr<const Problem> prepared_problem_;
+  std::future<std::shared_ptr<HostWorkload>> prepared_;
+};
+
 }  // namespace
 
 std::unique_ptr<CandidateRunner> make_worker_runner(const std::string& worker, int device, const Family& family,
@@ -280,103 +410,7 @@ int worker_main(int argc, char** argv) {
                          "it is not meant to be run by hand\n");
     return 2;
   }
-  std::unique_ptr<Runtime> runtime;
-  const Family* family = nullptr;
-  std::unique_ptr<Problem> problem;
-  std::unique_ptr<CandidateRunner> runner;
-  std::map<std::size_t, std::shared_ptr<CompiledProgram>> modules;
-  // A "prepare" request builds the workload and reference here, on a thread at nice 10 (its threads inherit that),
-  // while the tuner's current session still times on the GPU; "setup" then takes them when family, problem and seed
-  // match. The request has no answer, so a failure here only means setup builds them itself (and reports why).
-  std::string prepared_for;
-  std::shared_ptr<const Problem> prepared_problem;
-  std::future<std::shared_ptr<HostWorkload>> prepared;
-  auto prepared_key = [](const json& h) {
-    return h.at("family").get<std::string>() + "\n" + h.at("signature").get<std::string>() + "\n" +
-           std::to_string(h.at("settings").at("seed").get<std::uint64_t>());
-  };
-  wire::Frame req;
-  while (wire::read_frame(fd, req, -1) == wire::ReadStatus::kOk) {
-    const std::string op = req.header.value("op", "");
-    try {
-      if (op == "quit") break;
-      if (op == "prepare") {
-        try {
-          const Family& f = jitune::family(req.header.at("family").get<std::string>());
-          prepared_problem = f.parse_problem(req.header.at("signature").get<std::string>());
-          const std::uint64_t seed = settings_from(req.header.at("settings")).seed;
-          prepared_for = prepared_key(req.header);
-          prepared = std::async(std::launch::async, [&f, problem = prepared_problem, seed] {
-            background_priority();
-            return std::make_shared<HostWorkload>(build_host_workload(f, *problem, seed));
-          });
-        } catch (const std::exception&) {
-          prepared_for.clear();
-        }
-        continue;
-      }
-      if (op == "setup") {
-        RuntimeOptions o;
-        o.device = req.header.at("device").get<int>();
-        o.use_user_cache = false;
-        o.use_builtin_shipped_caches = false;
-        runtime = std::make_unique<Runtime>(o);
-        family = &jitune::family(req.header.at("family").get<std::string>());
-        problem = family->parse_problem(req.header.at("signature").get<std::string>());
-        std::shared_ptr<HostWorkload> host;
-        if (prepared.valid()) {
-          const bool match = prepared_for == prepared_key(req.header);
-          try {
-            host = prepared.get();
-          } catch (const std::exception&) {
-            host.reset();  // built again below, where a failure is reported
-          }
-          if (!match) host.reset();
-          prepared_problem.reset();
-        }
-        runner = make_in_process_runner(*runtime, *family, *problem, settings_from(req.header.at("settings")),
-                                        std::move(host));
-        const L2Mode mode = runner->setup();
-        wire::write_frame(fd, {{"ok", true}, {"l2", std::string(l2_mode_name(mode))}});
-      } else if (op == "module") {
-        auto program = std::make_shared<CompiledProgram>();
-        program->cubin.assign(req.blob.begin(), req.blob.end());
-        modules[req.header.at("id").get<std::size_t>()] = std::move(program);
-        wire::write_frame(fd, {{"ok", true}});
-      } else if (op == "candidate" || op == "retime") {
-        if (!runner) throw Error("no setup before " + op);
-        auto make = [&](const json& j) {
-          Candidate c;
-          c.module_id = j.at("module").get<std::size_t>();
-          c.program = modules.at(c.module_id);
-          c.lowered = j.at("lowered").get<std::string>();
-          c.config = Config::parse(j.at("config").get<std::string>());
-          return c;
-        };
-        if (op == "candidate") {
-          const CandidateResult r = runner->run(make(req.header), req.header.value("best_us", 0.0));
-          wire::write_frame(fd, {{"status", r.status}, {"reason", r.reason}, {"time_us", r.time_us},
-                                 {"spread", r.spread}, {"reps", r.reps}});
-        } else {
-          std::vector<Candidate> cands;
-          for (const auto& item : req.header.at("items")) cands.push_back(make(item));
-          std::vector<const Candidate*> ptrs;
-          for (const auto& c : cands) ptrs.push_back(&c);
-          wire::write_frame(fd, {{"rounds", runner->retime(ptrs)}});
-        }
-      } else {
-        wire::write_frame(fd, {{"ok", false}, {"error", "unknown request '" + op + "'"}});
-      }
-    } catch (const CudaError& e) {
-      // The context is unusable after a fault: report it and end; the tuner starts a fresh worker.
-      wire::write_frame(fd, {{"ok", false}, {"status", "launch_failed"}, {"reason", e.what()}, {"fatal", true},
-                             {"error", e.what()}});
-      return 3;
-    } catch (const std::exception& e) {
-      wire::write_frame(fd, {{"ok", false}, {"status", "launch_failed"}, {"reason", e.what()}, {"error", e.what()}});
-    }
-  }
-  return 0;
+  return WorkerServer(fd).serve();
 }
 
 }  // namespace jitune::tuner

@@ -91,241 +91,338 @@ std::shared_ptr<PreparedSession> prepare_session(Runtime& runtime, const Family&
   return p;
 }
 
-TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, const TuneOptions& opt) {
-  const auto t_start = Clock::now();
-  Runtime::Impl& impl = runtime.impl();
-  const DeviceInfo& device = impl.device;
-  driver::make_current(impl.context);
+namespace {
 
-  TuneReport report;
-  report.family = std::string(family.name());
-  report.signature = problem.signature();
-  report.heuristic = family.heuristic(problem, device);
-  report.bytes = problem.bytes_moved();
-  report.space_size = family.space().size();
+// One tune() call: the measurement protocol of DESIGN.md as named steps that fill one report, in this order:
+// plan the candidates, start the runner and the compile pool, verify and time every compiled candidate, re-time
+// the finalists side by side, and keep the winner (binary cache and store).
+class Session {
+ public:
+  Session(Runtime& runtime, const Family& family, const Problem& problem, const TuneOptions& opt)
+      : runtime_(runtime),
+        impl_(runtime.impl()),
+        device_(impl_.device),
+        family_(family),
+        problem_(problem),
+        opt_(opt) {}
 
-  std::vector<Config> configs = legal_candidates(family, problem, device, report.pruned);
-  double cut_ratio = opt.cut_ratio;
-  int retime_top = opt.retime_top;
-  if (!opt.only_configs.empty()) {
-    std::vector<Config> chosen{report.heuristic};
-    for (const Config& c : opt.only_configs) {
-      const std::string why = family.validate(problem, c, device);
-      if (!why.empty()) throw InvalidArgument("config " + c.text() + " cannot run " + report.signature + ": " + why);
-      if (std::find(chosen.begin(), chosen.end(), c) == chosen.end()) chosen.push_back(c);
-    }
-    report.pruned = configs.size() - std::min(configs.size(), chosen.size());
-    configs = std::move(chosen);
-    cut_ratio = 1e30;  // every listed config is timed in full (finite: the settings travel to the worker as JSON)
-    retime_top = static_cast<int>(configs.size());
-  }
-  if (configs.empty()) throw InvalidArgument("no configuration of " + report.family + " is legal for " + report.signature);
-  // A prepared session is used only for what it was prepared for (and never with a config list: its settings differ).
-  std::shared_ptr<PreparedSession> prepared = opt.prepared;
-  if (prepared && (prepared->family != report.family || prepared->signature != report.signature || !prepared->runner ||
-                   !opt.only_configs.empty()))
-    prepared.reset();
-  const std::uint64_t seed = prepared ? prepared->seed : session_seed(opt);
-  if (opt.strategy == Strategy::kRandom && opt.budget > 0 && configs.size() > opt.budget) {
-    const bool has_default = configs.front() == report.heuristic;
-    std::mt19937_64 rng(seed);
-    std::shuffle(configs.begin() + (has_default ? 1 : 0), configs.end(), rng);
-    configs.resize(std::max<std::size_t>(opt.budget, 1));
-  }
-  const RunnerSettings settings = runner_settings(opt, seed, cut_ratio);
-  const std::string worker = prepared ? std::string() : session_worker(opt);
-  report.isolated = prepared || !worker.empty();
+  TuneReport run();
+
+ private:
+  void plan_candidates();
+  std::uint64_t take_prepared_and_sample();
+  std::unique_ptr<CandidateRunner> start_runner(std::uint64_t seed);
+  void time_candidates(CompilePool& pool, CandidateRunner& runner);
+  void time_batch(const CompiledBatch& batch, std::size_t module_id, CandidateRunner& runner);
+  void finish(std::size_t i);
+  std::vector<const Candidate*> pick_finalists();
+  const Candidate* retime(CandidateRunner& runner, const std::vector<const Candidate*>& finalists);
+  void cache_binaries(const std::vector<const Candidate*>& finalists, const Candidate* winner);
+  void store_winner();
+
+  const Clock::time_point start_ = Clock::now();
+  Runtime& runtime_;
+  Runtime::Impl& impl_;
+  const DeviceInfo& device_;
+  const Family& family_;
+  const Problem& problem_;
+  const TuneOptions& opt_;
+  TuneReport report_;
+  std::vector<Config> configs_;
+  double cut_ratio_ = 0;
+  int retime_top_ = 0;
+  std::shared_ptr<PreparedSession> prepared_;
+  cache::RecordKey key_;
+  cache::Store* store_ = nullptr;                  // null: results are not written (any more)
+  std::vector<std::unique_ptr<Candidate>> timed_;  // verified and timed, for the re-timing
+  double best_us_ = 0;
+  std::size_t done_ = 0;
+};
+
+TuneReport Session::run() {
+  driver::make_current(impl_.context);
+  plan_candidates();
+  const std::uint64_t seed = take_prepared_and_sample();
   // The workload and CPU reference are built (in the worker, or here) while NVRTC works: a worker starts on them
   // before the compile pool's probe (a prepared one started even earlier), and the wait for them that is left is
   // reference_s.
-  std::unique_ptr<CandidateRunner> runner =
-      prepared ? std::move(prepared->runner)
-      : report.isolated ? make_worker_runner(worker, device.ordinal, family, problem, settings)
-                        : make_in_process_runner(runtime, family, problem, settings);
+  std::unique_ptr<CandidateRunner> runner = start_runner(seed);
   runner->begin_setup();
-  CompilePool pool(impl.compiler, family, problem, configs, device.arch(), opt.compile_threads, opt.reject_spills,
-                   opt.compile_memo.get());
-  report.compile_reused = pool.reused();
+  CompilePool pool(impl_.compiler, family_, problem_, configs_, device_.arch(), opt_.compile_threads,
+                   opt_.reject_spills, opt_.compile_memo.get());
+  report_.compile_reused = pool.reused();
   const auto t_ref = Clock::now();
-  report.l2 = runner->setup();
-  report.reference_s = seconds_since(t_ref);
+  report_.l2 = runner->setup();
+  report_.reference_s = seconds_since(t_ref);
 
-  cache::RecordKey key = impl.record_key(family, problem);
-  cache::Store* store = opt.store && impl.user_store && !impl.user_store->read_only() ? impl.user_store.get() : nullptr;
+  key_ = impl_.record_key(family_, problem_);
+  store_ = opt_.store && impl_.user_store && !impl_.user_store->read_only() ? impl_.user_store.get() : nullptr;
+  time_candidates(pool, *runner);
+  const std::vector<const Candidate*> finalists = pick_finalists();
+  const Candidate* winner = retime(*runner, finalists);
+  cache_binaries(finalists, winner);
+  store_winner();
+  report_.wall_s = seconds_since(start_);
+  return std::move(report_);
+}
 
-  report.candidates.resize(configs.size());
-  for (std::size_t i = 0; i < configs.size(); ++i) report.candidates[i].config = configs[i];
-  std::vector<std::unique_ptr<Candidate>> timed;  // verified and timed, for the re-timing
-  double best_us = 0;
-  std::size_t done = 0, module_id = 0;
+// The legal candidates, or with TuneOptions::only_configs just those and the default, all timed in full.
+void Session::plan_candidates() {
+  report_.family = std::string(family_.name());
+  report_.signature = problem_.signature();
+  report_.heuristic = family_.heuristic(problem_, device_);
+  report_.bytes = problem_.bytes_moved();
+  report_.space_size = family_.space().size();
 
-  auto finish = [&](std::size_t i) {
-    CandidateResult& c = report.candidates[i];
-    ++done;
-    if (store) {
-      cache::Measurement m{key, c.config.text(), c.status, clip(c.reason), c.time_us, c.spread, c.reps, cache::utc_now()};
-      try {
-        store->put(m);
-      } catch (const StoreError& e) {
-        // Disk full or the file became read-only: keep tuning, stop writing, and say so.
-        report.store_error = e.what();
-        store = nullptr;
-      }
+  configs_ = legal_candidates(family_, problem_, device_, report_.pruned);
+  cut_ratio_ = opt_.cut_ratio;
+  retime_top_ = opt_.retime_top;
+  if (!opt_.only_configs.empty()) {
+    std::vector<Config> chosen{report_.heuristic};
+    for (const Config& c : opt_.only_configs) {
+      const std::string why = family_.validate(problem_, c, device_);
+      if (!why.empty())
+        throw InvalidArgument("config " + c.text() + " cannot run " + report_.signature + ": " + why);
+      if (std::find(chosen.begin(), chosen.end(), c) == chosen.end()) chosen.push_back(c);
     }
-    if (opt.on_progress) {
-      Progress p{done, configs.size(), best_us, seconds_since(t_start), 0};
-      p.eta_s = p.elapsed_s / static_cast<double>(done) * static_cast<double>(configs.size() - done);
-      opt.on_progress(p);
-    }
-  };
+    report_.pruned = configs_.size() - std::min(configs_.size(), chosen.size());
+    configs_ = std::move(chosen);
+    cut_ratio_ = 1e30;  // every listed config is timed in full (finite: the settings travel to the worker as JSON)
+    retime_top_ = static_cast<int>(configs_.size());
+  }
+  if (configs_.empty())
+    throw InvalidArgument("no configuration of " + report_.family + " is legal for " + report_.signature);
+}
 
+// Takes over TuneOptions::prepared when it fits, and returns the session's seed; with the random strategy and a
+// budget, keeps the default and a random sample of the other candidates.
+std::uint64_t Session::take_prepared_and_sample() {
+  // A prepared session is used only for what it was prepared for (and never with a config list: its settings
+  // differ).
+  prepared_ = opt_.prepared;
+  if (prepared_ && (prepared_->family != report_.family || prepared_->signature != report_.signature ||
+                    !prepared_->runner || !opt_.only_configs.empty()))
+    prepared_.reset();
+  const std::uint64_t seed = prepared_ ? prepared_->seed : session_seed(opt_);
+  if (opt_.strategy == Strategy::kRandom && opt_.budget > 0 && configs_.size() > opt_.budget) {
+    const bool has_default = configs_.front() == report_.heuristic;
+    std::mt19937_64 rng(seed);
+    std::shuffle(configs_.begin() + (has_default ? 1 : 0), configs_.end(), rng);
+    configs_.resize(std::max<std::size_t>(opt_.budget, 1));
+  }
+  return seed;
+}
+
+// The prepared session's runner, a new worker, or this process.
+std::unique_ptr<CandidateRunner> Session::start_runner(std::uint64_t seed) {
+  const RunnerSettings settings = runner_settings(opt_, seed, cut_ratio_);
+  const std::string worker = prepared_ ? std::string() : session_worker(opt_);
+  report_.isolated = prepared_ || !worker.empty();
+  if (prepared_) return std::move(prepared_->runner);
+  if (report_.isolated) return make_worker_runner(worker, device_.ordinal, family_, problem_, settings);
+  return make_in_process_runner(runtime_, family_, problem_, settings);
+}
+
+// Verifies and times the candidates batch by batch, as NVRTC delivers them.
+void Session::time_candidates(CompilePool& pool, CandidateRunner& runner) {
+  report_.candidates.resize(configs_.size());
+  for (std::size_t i = 0; i < configs_.size(); ++i) report_.candidates[i].config = configs_[i];
+  std::size_t module_id = 0;
   auto t_wait = Clock::now();
   while (auto batch = pool.next()) {
-    report.wait_compile_s += seconds_since(t_wait);
-    const auto& out = batch->output;
-    ++module_id;
-    for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
-      const std::size_t i = batch->candidates[b];
-      CandidateResult& c = report.candidates[i];
-      if (!out->ok) {
-        c.status = "compile_failed";
-        c.reason = out->log;
-        finish(i);
-        continue;
-      }
-      c.resources = out->resources.at(batch->unit[b]);
-      if (opt.reject_spills && c.resources.spills()) {
-        c.status = "resources_exceeded";
-        c.reason = "spills " + std::to_string(c.resources.spill_store_bytes) + " bytes to local memory";
-        finish(i);
-        continue;
-      }
-      auto cand = std::make_unique<Candidate>(Candidate{i, configs[i], out, module_id, out->lowered.at(batch->unit[b])});
-      const KernelResources resources = c.resources;
-      const auto t_run = Clock::now();
-      // The heuristic default is never cut: its full time is what the winner is compared with and stored against.
-      // (Candidates arrive in compile order, and kernels an earlier session compiled come first, so the default is
-      // not always the first one timed.)
-      c = runner->run(*cand, configs[i] == report.heuristic ? 0.0 : best_us);
-      report.timing_s += seconds_since(t_run);
-      c.resources = resources;
-      if (c.status == "ok" && (best_us == 0 || c.time_us < best_us)) best_us = c.time_us;
-      if (c.status == "ok") timed.push_back(std::move(cand));
-      finish(i);
-    }
+    report_.wait_compile_s += seconds_since(t_wait);
+    time_batch(*batch, ++module_id, runner);
     t_wait = Clock::now();
   }
-  report.wait_compile_s += seconds_since(t_wait);
-  report.compile_s = pool.compile_seconds();
+  report_.wait_compile_s += seconds_since(t_wait);
+  report_.compile_s = pool.compile_seconds();
+}
 
-  // Side by side: the fastest few and the heuristic default, interleaved round by round so drift hits all alike.
-  std::sort(timed.begin(), timed.end(), [&](const auto& a, const auto& b) {
-    return report.candidates[a->index].time_us < report.candidates[b->index].time_us;
+void Session::time_batch(const CompiledBatch& batch, std::size_t module_id, CandidateRunner& runner) {
+  const auto& out = batch.output;
+  for (std::size_t b = 0; b < batch.candidates.size(); ++b) {
+    const std::size_t i = batch.candidates[b];
+    CandidateResult& c = report_.candidates[i];
+    if (!out->ok) {
+      c.status = "compile_failed";
+      c.reason = out->log;
+      finish(i);
+      continue;
+    }
+    c.resources = out->resources.at(batch.unit[b]);
+    if (opt_.reject_spills && c.resources.spills()) {
+      c.status = "resources_exceeded";
+      c.reason = "spills " + std::to_string(c.resources.spill_store_bytes) + " bytes to local memory";
+      finish(i);
+      continue;
+    }
+    auto cand =
+        std::make_unique<Candidate>(Candidate{i, configs_[i], out, module_id, out->lowered.at(batch.unit[b])});
+    const KernelResources resources = c.resources;
+    const auto t_run = Clock::now();
+    // The heuristic default is never cut: its full time is what the winner is compared with and stored against.
+    // (Candidates arrive in compile order, and kernels an earlier session compiled come first, so the default is
+    // not always the first one timed.)
+    c = runner.run(*cand, configs_[i] == report_.heuristic ? 0.0 : best_us_);
+    report_.timing_s += seconds_since(t_run);
+    c.resources = resources;
+    if (c.status == "ok" && (best_us_ == 0 || c.time_us < best_us_)) best_us_ = c.time_us;
+    if (c.status == "ok") timed_.push_back(std::move(cand));
+    finish(i);
+  }
+}
+
+// Candidate i has its verdict: write it to the store at once and report progress.
+void Session::finish(std::size_t i) {
+  const CandidateResult& c = report_.candidates[i];
+  ++done_;
+  if (store_) {
+    cache::Measurement m{key_,    c.config.text(), c.status, clip(c.reason), c.time_us,
+                         c.spread, c.reps,          cache::utc_now()};
+    try {
+      store_->put(m);
+    } catch (const StoreError& e) {
+      // Disk full or the file became read-only: keep tuning, stop writing, and say so.
+      report_.store_error = e.what();
+      store_ = nullptr;
+    }
+  }
+  if (opt_.on_progress) {
+    Progress p{done_, configs_.size(), best_us_, seconds_since(start_), 0};
+    p.eta_s = p.elapsed_s / static_cast<double>(done_) * static_cast<double>(configs_.size() - done_);
+    opt_.on_progress(p);
+  }
+}
+
+// The fastest few and the heuristic default; throws, with the first failure, when nothing verified.
+std::vector<const Candidate*> Session::pick_finalists() {
+  std::sort(timed_.begin(), timed_.end(), [&](const auto& a, const auto& b) {
+    return report_.candidates[a->index].time_us < report_.candidates[b->index].time_us;
   });
   std::vector<const Candidate*> finalists;
-  for (const auto& t : timed)
-    if (static_cast<int>(finalists.size()) < retime_top || t->config == report.heuristic)
+  for (const auto& t : timed_)
+    if (static_cast<int>(finalists.size()) < retime_top_ || t->config == report_.heuristic)
       finalists.push_back(t.get());
-  if (finalists.empty()) {
-    std::map<std::string, int> counts;
-    for (const auto& c : report.candidates) ++counts[c.status];
-    std::string summary;
-    for (auto& [s, n] : counts) summary += " " + s + "=" + std::to_string(n);
-    std::string first_reason;
-    for (const auto& c : report.candidates)
-      if (!c.reason.empty()) {
-        first_reason = c.config.text() + ": " + clip(c.reason, 2000);
-        break;
-      }
-    throw Error("tuning " + report.family + " " + report.signature + ": no candidate compiled and verified (" +
-                summary + " ). First failure: " + first_reason);
-  }
+  if (!finalists.empty()) return finalists;
+  std::string first_reason;
+  for (const auto& c : report_.candidates)
+    if (!c.reason.empty()) {
+      first_reason = c.config.text() + ": " + clip(c.reason, 2000);
+      break;
+    }
+  throw Error("tuning " + report_.family + " " + report_.signature + ": no candidate compiled and verified (" +
+              status_counts(report_.candidates) + " ). First failure: " + first_reason);
+}
+
+// Why the default is kept over a winner that beat it only within the timing noise; empty when the gain is real.
+// The rounds are paired (the default and the winner ran one after the other in each), so the default stays unless
+// the median of default / winner per round exceeds 1 by more than that ratio's own noise (its interquartile range,
+// at least 0.5%): a clock dip or a busy neighbour in a few rounds slows both and leaves the ratio alone. Kernels
+// under 10 us are bound by the launch rate as much as by the kernel: there the same two binaries re-timed in
+// another process moved by 2-4% (stability runs of the suite on the H100), so under 2% is not claimed either.
+std::string default_kept_reason(const std::vector<double>& winner_rounds, const std::vector<double>& default_rounds,
+                                double default_us, const Config& winner) {
+  std::vector<double> ratio;
+  for (std::size_t r = 0; r < std::min(winner_rounds.size(), default_rounds.size()); ++r)
+    if (winner_rounds[r] > 0) ratio.push_back(default_rounds[r] / winner_rounds[r]);
+  std::sort(ratio.begin(), ratio.end());
+  const double gain = ratio.empty() ? 0.0 : median_spread(ratio).first - 1.0;
+  const double iqr = ratio.empty() ? 0.0 : quantile_of_sorted(ratio, 0.75) - quantile_of_sorted(ratio, 0.25);
+  constexpr double kShortKernelUs = 10.0, kShortKernelNoise = 0.02;
+  const double noise = std::max({0.005, iqr, default_us < kShortKernelUs ? kShortKernelNoise : 0.0});
+  if (gain > noise) return {};
+  return winner.text() + " was only " + std::to_string(100.0 * gain) +
+         "% faster (median of the per-round ratios), within the timing noise of " + std::to_string(100.0 * noise) +
+         "%";
+}
+
+// Side by side: the finalists interleaved round by round so drift hits all alike; returns the winner.
+const Candidate* Session::retime(CandidateRunner& runner, const std::vector<const Candidate*>& finalists) {
   const auto t_retime = Clock::now();
-  const auto rounds = runner->retime(finalists);
-  report.timing_s += seconds_since(t_retime);
+  const auto rounds = runner.retime(finalists);
+  report_.timing_s += seconds_since(t_retime);
   // Counted after the re-timing: a worker that died on the last candidate is restarted there.
-  report.worker_restarts = runner->restarts();
+  report_.worker_restarts = runner.restarts();
   const Candidate* winner = nullptr;
   const Candidate* default_candidate = nullptr;
   std::size_t winner_at = 0, default_at = 0;
   double default_spread = 0;
   for (std::size_t f = 0; f < finalists.size(); ++f) {
     const auto [med, spread] = median_spread(rounds.at(f));
-    report.retimed.emplace_back(finalists[f]->config, med);
-    if (finalists[f]->config == report.heuristic) {
-      report.default_us = med;
+    report_.retimed.emplace_back(finalists[f]->config, med);
+    if (finalists[f]->config == report_.heuristic) {
+      report_.default_us = med;
       default_candidate = finalists[f];
       default_at = f;
       default_spread = spread;
     }
-    if (!winner || med < report.best_us) {
+    if (!winner || med < report_.best_us) {
       winner = finalists[f];
       winner_at = f;
-      report.best_us = med;
-      report.best_spread = spread;
-      report.best_reps = opt.retime_reps;
+      report_.best_us = med;
+      report_.best_spread = spread;
+      report_.best_reps = opt_.retime_reps;
     }
   }
-  // Claim no improvement the measurement cannot support. The rounds are paired (the default and the winner ran one
-  // after the other in each), so the default stays unless the median of default / winner per round exceeds 1 by more
-  // than that ratio's own noise (its interquartile range, at least 0.5%): a clock dip or a busy neighbour in a few
-  // rounds slows both and leaves the ratio alone. Kernels under 10 us are bound by the launch rate as much as by the
-  // kernel: there the same two binaries re-timed in another process moved by 2-4% (stability runs of the suite on the
-  // H100), so under 2% is not claimed either.
   if (default_candidate && winner != default_candidate) {
-    std::vector<double> ratio;
-    const auto& w = rounds.at(winner_at);
-    const auto& d = rounds.at(default_at);
-    for (std::size_t r = 0; r < std::min(w.size(), d.size()); ++r)
-      if (w[r] > 0) ratio.push_back(d[r] / w[r]);
-    std::sort(ratio.begin(), ratio.end());
-    const double gain = ratio.empty() ? 0.0 : median_spread(ratio).first - 1.0;
-    const double iqr = ratio.empty() ? 0.0 : quantile_of_sorted(ratio, 0.75) - quantile_of_sorted(ratio, 0.25);
-    constexpr double kShortKernelUs = 10.0, kShortKernelNoise = 0.02;
-    const double noise = std::max({0.005, iqr, report.default_us < kShortKernelUs ? kShortKernelNoise : 0.0});
-    if (gain <= noise) {
-      report.kept_default = winner->config.text() + " was only " + std::to_string(100.0 * gain) +
-                            "% faster (median of the per-round ratios), within the timing noise of " +
-                            std::to_string(100.0 * noise) + "%";
+    report_.kept_default =
+        default_kept_reason(rounds.at(winner_at), rounds.at(default_at), report_.default_us, winner->config);
+    if (!report_.kept_default.empty()) {
       winner = default_candidate;
-      report.best_us = report.default_us;
-      report.best_spread = default_spread;
+      report_.best_us = report_.default_us;
+      report_.best_spread = default_spread;
     }
   }
-  report.best = winner->config;
+  report_.best = winner->config;
+  return winner;
+}
 
-  // The winner's (and the default's) binaries go to the binary cache under their single-kernel keys, so the first
-  // call of a new process loads them without NVRTC.
+// The winner's (and the default's) binaries go to the binary cache under their single-kernel keys, so the first
+// call of a new process loads them without NVRTC.
+void Session::cache_binaries(const std::vector<const Candidate*>& finalists, const Candidate* winner) {
   for (const Candidate* f : finalists)
-    if (f == winner || f->config == report.heuristic) {
-      const KernelSource src = family.source(problem, f->config);
-      impl.binaries.put(impl.compiler.binary_key(src.program, src.name_expression, device.arch()),
-                        CachedBinary{f->program->cubin, f->lowered});
+    if (f == winner || f->config == report_.heuristic) {
+      const KernelSource src = family_.source(problem_, f->config);
+      impl_.binaries.put(impl_.compiler.binary_key(src.program, src.name_expression, device_.arch()),
+                         CachedBinary{f->program->cubin, f->lowered});
     }
+}
 
-  if (store) {
-    cache::Record rec;
-    rec.key = key;
-    rec.group = problem.group();
-    rec.features = problem.features();
-    rec.config = report.best.text();
-    rec.time_us = report.best_us;
-    rec.spread = report.best_spread;
-    rec.reps = report.best_reps;
-    rec.default_time_us = report.default_us;
-    rec.default_config = report.heuristic.text();
-    rec.jitune_version = JITUNE_VERSION;
-    rec.driver_version = device.driver_version;
-    rec.created_at = cache::utc_now();
-    try {
-      store->put(rec);
-      report.stored = true;
-    } catch (const StoreError& e) {
-      report.store_error = e.what();
-    }
+void Session::store_winner() {
+  if (!store_) return;
+  cache::Record rec;
+  rec.key = key_;
+  rec.group = problem_.group();
+  rec.features = problem_.features();
+  rec.config = report_.best.text();
+  rec.time_us = report_.best_us;
+  rec.spread = report_.best_spread;
+  rec.reps = report_.best_reps;
+  rec.default_time_us = report_.default_us;
+  rec.default_config = report_.heuristic.text();
+  rec.jitune_version = JITUNE_VERSION;
+  rec.driver_version = device_.driver_version;
+  rec.created_at = cache::utc_now();
+  try {
+    store_->put(rec);
+    report_.stored = true;
+  } catch (const StoreError& e) {
+    report_.store_error = e.what();
   }
-  report.wall_s = seconds_since(t_start);
-  return report;
+}
+
+}  // namespace
+
+std::string status_counts(const std::vector<CandidateResult>& candidates) {
+  std::map<std::string, int> counts;
+  for (const auto& c : candidates) ++counts[c.status];
+  std::string summary;
+  for (const auto& [status, n] : counts) summary += " " + status + "=" + std::to_string(n);
+  return summary;
+}
+
+TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, const TuneOptions& opt) {
+  return Session(runtime, family, problem, opt).run();
 }
 
 DryRunReport dry_run(const Compiler& compiler, const Family& family, const Problem& problem,

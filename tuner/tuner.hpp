@@ -120,6 +120,9 @@ struct TuneReport {
 /// context broke; ordinary candidate failures are values in the report.
 TuneReport tune(Runtime& runtime, const Family& family, const Problem& problem, const TuneOptions& options);
 
+/// How many candidates ended with each status, in status order, each as " status=count" (" cut=3 ok=12").
+std::string status_counts(const std::vector<CandidateResult>& candidates);
+
 /// Compile-only report of the whole legal space (no GPU needed).
 struct DryRunReport {
   std::vector<CandidateResult> candidates;  ///< status ok / compile_failed, resources from ptxas.

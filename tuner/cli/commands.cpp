@@ -149,6 +149,149 @@ int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::p
   return failures ? kExitError : 0;
 }
 
+using TuneJob = std::pair<const Family*, std::string>;  // family, problem signature
+
+// The cases of a tune run and their names: the suite's (families whose kernels compile slowly last), or the one
+// problem given on the command line, named by its signature.
+std::vector<TuneJob> tune_jobs(const TuneArgs& args, std::vector<std::string>& names) {
+  std::vector<TuneJob> jobs;
+  if (args.suite.empty()) {
+    const Family& f = family(args.family);
+    jobs.emplace_back(&f, make_problem(f, args.problem, args.signature)->signature());
+    names.push_back(jobs.back().second);
+    return jobs;
+  }
+  // Families whose kernels compile slowly go last: their compiles then run in the background (CompilePrefetch)
+  // while the other families time.
+  std::vector<const Family*> order = families();
+  std::stable_partition(order.begin(), order.end(), [](const Family* f) { return !f->slow_compiles(); });
+  for (const Family* f : order) {
+    if (!args.only_families.empty() &&
+        std::find(args.only_families.begin(), args.only_families.end(), f->name()) == args.only_families.end())
+      continue;
+    for (const auto& [name, signature] : f->default_suite()) {
+      jobs.emplace_back(f, signature);
+      names.push_back(name);
+    }
+  }
+  for (const std::string& fam : args.only_families) family(fam);  // unknown names are an error
+  return jobs;
+}
+
+// The options every session of a tune run shares.
+tuner::TuneOptions tune_options(const TuneArgs& args, const std::shared_ptr<tuner::CompileMemo>& memo) {
+  tuner::TuneOptions opt;
+  opt.strategy = args.strategy == "random" ? tuner::Strategy::kRandom : tuner::Strategy::kExhaustive;
+  opt.budget = args.budget;
+  opt.seed = args.seed;
+  opt.min_time_ms = args.min_time_ms;
+  opt.compile_threads = args.threads;
+  opt.store = !args.no_store;
+  opt.compile_memo = memo;
+  if (args.in_process) opt.isolation = tuner::TuneOptions::Isolation::kInProcess;
+  for (std::string_view rest = args.configs; !rest.empty();) {
+    const std::size_t semi = rest.find(';');
+    if (semi != 0) opt.only_configs.push_back(Config::parse(rest.substr(0, semi)));
+    if (semi == std::string_view::npos) break;
+    rest.remove_prefix(semi + 1);
+  }
+  opt.l2 = tuner::parse_l2_mode(args.l2);
+  return opt;
+}
+
+// A session's report in the --json output.
+json report_json(const std::string& name, const tuner::TuneReport& r, const std::string& device) {
+  json cands = json::array();
+  for (const auto& c : r.candidates) cands.push_back(candidate_json(c));
+  json retimed = json::array();
+  for (const auto& [c, us] : r.retimed) retimed.push_back({{"config", c.text()}, {"us", us}});
+  return {{"case", name},
+          {"family", r.family},
+          {"signature", r.signature},
+          {"device", device},
+          {"best", r.best.text()},
+          {"best_us", r.best_us},
+          {"best_spread", r.best_spread},
+          {"heuristic", r.heuristic.text()},
+          {"default_us", r.default_us},
+          {"speedup_over_default", r.speedup()},
+          {"retimed", retimed},
+          {"bytes", r.bytes},
+          {"legal", r.candidates.size()},
+          {"pruned", r.pruned},
+          {"wall_s", r.wall_s},
+          {"compile_s", r.compile_s},
+          {"wait_compile_s", r.wait_compile_s},
+          {"timing_s", r.timing_s},
+          {"compile_reused", r.compile_reused},
+          {"reference_s", r.reference_s},
+          {"l2_mode", tuner::l2_mode_name(r.l2)},
+          {"stored", r.stored},
+          {"store_error", r.store_error},
+          {"kept_default", r.kept_default},
+          {"candidates", cands}};
+}
+
+// A single problem's report as text.
+void print_report(const tuner::TuneReport& r, const std::string& device) {
+  const std::string summary = tuner::status_counts(r.candidates);
+  std::printf("%s %s on %s\n  best    %s  %.2f us (spread %.1f%%, %d reps)  %.1f GB/s\n"
+              "  default %s  %.2f us  -> tuned is %.3fx the default\n"
+              "  %zu candidates (%zu pruned):%s; %.2fs wall, %.2fs NVRTC (summed over threads), %.2fs CPU "
+              "reference; timed %s%s\n",
+              r.family.c_str(), r.signature.c_str(), device.c_str(), r.best.text().c_str(), r.best_us,
+              r.best_spread * 100, r.best_reps, r.bytes / (r.best_us * 1e3), r.heuristic.text().c_str(),
+              r.default_us, r.speedup(), r.candidates.size(), r.pruned, summary.c_str(), r.wall_s, r.compile_s,
+              r.reference_s, std::string(tuner::l2_mode_name(r.l2)).c_str(), r.stored ? "; stored" : "");
+  if (!r.store_error.empty()) std::printf("  NOT STORED: %s\n", r.store_error.c_str());
+  if (!r.kept_default.empty()) std::printf("  default kept: %s\n", r.kept_default.c_str());
+}
+
+// What a tune run produced so far: the suite table's rows, the JSON results, and the failed cases.
+struct TuneOutput {
+  std::vector<SuiteRow> rows;
+  json results = json::array();
+  int failures = 0;
+};
+
+// Tunes one case and records its report; false when the device context is lost (the run ends; stored results
+// stay).
+bool tune_case(const Common& common, const TuneArgs& args, Runtime& rt, const TuneJob& job, const Problem& problem,
+               const std::string& name, tuner::TuneOptions opt, TuneOutput& output) {
+  const auto& [f, signature] = job;
+  ProgressPrinter progress{name};
+  opt.on_progress = std::ref(progress);
+  try {
+    tuner::TuneReport r = tuner::tune(rt, *f, problem, opt);
+    output.rows.push_back({name, std::string(f->name()), signature, r.best.text(), r.heuristic.text(), r.best_us,
+                           r.default_us, r.bytes, r.wall_s, r.wait_compile_s, r.timing_s, r.reference_s,
+                           r.candidates.size(), r.compile_reused});
+    if (common.json) {
+      output.results.push_back(report_json(name, r, rt.device().name));
+    } else if (args.suite.empty()) {
+      print_report(r, rt.device().name);
+    }
+  } catch (const Error& e) {
+    ++output.failures;
+    std::fprintf(stderr, "jitune tune %s: %s\n", name.c_str(), e.what());
+    if (dynamic_cast<const CudaError*>(&e)) return false;
+  }
+  return true;
+}
+
+// Several sessions: while one times, the next one's kernels compile (CompilePrefetch) at a low CPU priority.
+std::unique_ptr<tuner::CompilePrefetch> start_prefetch(Runtime& rt, const TuneArgs& args,
+                                                       const std::vector<TuneJob>& jobs,
+                                                       const std::vector<std::shared_ptr<const Problem>>& problems,
+                                                       const std::shared_ptr<tuner::CompileMemo>& memo) {
+  if (jobs.size() <= 1 || !args.configs.empty() || args.strategy == "random") return nullptr;
+  std::vector<tuner::CompilePrefetch::Job> ahead;
+  for (std::size_t j = 0; j < jobs.size(); ++j) ahead.push_back({jobs[j].first, problems[j]});
+  return std::make_unique<tuner::CompilePrefetch>(rt.impl().compiler, rt.impl().device, *memo,
+                                                  std::move(ahead), args.threads,
+                                                  tune_options(args, memo).reject_spills, 1);
+}
+
 }  // namespace
 
 int devices(const Common& common) {
@@ -182,28 +325,8 @@ int devices(const Common& common) {
 }
 
 int tune(const Common& common, const TuneArgs& args) {
-  std::vector<std::pair<const Family*, std::string>> jobs;
   std::vector<std::string> names;
-  if (!args.suite.empty()) {
-    // Families whose kernels compile slowly go last: their compiles then run in the background (CompilePrefetch)
-    // while the other families time.
-    std::vector<const Family*> order = families();
-    std::stable_partition(order.begin(), order.end(), [](const Family* f) { return !f->slow_compiles(); });
-    for (const Family* f : order) {
-      if (!args.only_families.empty() &&
-          std::find(args.only_families.begin(), args.only_families.end(), f->name()) == args.only_families.end())
-        continue;
-      for (const auto& [name, signature] : f->default_suite()) {
-        jobs.emplace_back(f, signature);
-        names.push_back(name);
-      }
-    }
-    for (const std::string& fam : args.only_families) family(fam);  // unknown names are an error
-  } else {
-    const Family& f = family(args.family);
-    jobs.emplace_back(&f, make_problem(f, args.problem, args.signature)->signature());
-    names.push_back(jobs.back().second);
-  }
+  const std::vector<TuneJob> jobs = tune_jobs(args, names);
   if (args.dry_run) return run_dry(common, args, jobs);
   if (device_count() == 0) {
     std::fprintf(stderr,
@@ -215,112 +338,44 @@ int tune(const Common& common, const TuneArgs& args) {
   Runtime rt(runtime_options(common));
   const auto t0 = std::chrono::steady_clock::now();
   const double copy_gbs = args.suite.empty() ? 0.0 : tuner::copy_bandwidth_gbs(rt);
-  std::vector<SuiteRow> rows;
-  json out = json::array();
-  int failures = 0;
+  TuneOutput output;
   // Problems of one family often instantiate the same kernels (the shape is a launch argument): compile them once.
   auto memo = std::make_shared<tuner::CompileMemo>();
   std::vector<std::shared_ptr<const Problem>> problems;
   for (const auto& [f, signature] : jobs) problems.push_back(f->parse_problem(signature));
-  auto options = [&] {
-    tuner::TuneOptions opt;
-    opt.strategy = args.strategy == "random" ? tuner::Strategy::kRandom : tuner::Strategy::kExhaustive;
-    opt.budget = args.budget;
-    opt.seed = args.seed;
-    opt.min_time_ms = args.min_time_ms;
-    opt.compile_threads = args.threads;
-    opt.store = !args.no_store;
-    opt.compile_memo = memo;
-    if (args.in_process) opt.isolation = tuner::TuneOptions::Isolation::kInProcess;
-    for (std::string_view rest = args.configs; !rest.empty();) {
-      const std::size_t semi = rest.find(';');
-      if (semi != 0) opt.only_configs.push_back(Config::parse(rest.substr(0, semi)));
-      if (semi == std::string_view::npos) break;
-      rest.remove_prefix(semi + 1);
-    }
-    opt.l2 = args.l2 == "warm" ? tuner::L2Mode::kWarm : args.l2 == "flush" ? tuner::L2Mode::kFlush : tuner::L2Mode::kAuto;
-    return opt;
-  };
-  // Several sessions: while one times, the next one's kernels compile (CompilePrefetch) and its worker builds the
-  // workload and reference (prepare_session), both at a low CPU priority.
-  std::unique_ptr<tuner::CompilePrefetch> prefetch;
-  if (jobs.size() > 1 && args.configs.empty() && args.strategy != "random") {
-    std::vector<tuner::CompilePrefetch::Job> ahead;
-    for (std::size_t j = 0; j < jobs.size(); ++j) ahead.push_back({jobs[j].first, problems[j]});
-    prefetch = std::make_unique<tuner::CompilePrefetch>(rt.impl().compiler, rt.impl().device, *memo, std::move(ahead),
-                                                        args.threads, options().reject_spills, 1);
-  }
+  std::unique_ptr<tuner::CompilePrefetch> prefetch = start_prefetch(rt, args, jobs, problems, memo);
+  // While one session times, the next one's worker builds the workload and reference (prepare_session).
   std::shared_ptr<tuner::PreparedSession> prepared;
   for (std::size_t j = 0; j < jobs.size(); ++j) {
-    const auto& [f, signature] = jobs[j];
-    const Problem* problem = problems[j].get();
-    tuner::TuneOptions opt = options();
+    tuner::TuneOptions opt = tune_options(args, memo);
     if (prefetch) prefetch->starting(j);
     opt.prepared = std::move(prepared);
     if (j + 1 < jobs.size()) {
       try {
-        prepared = tuner::prepare_session(rt, *jobs[j + 1].first, problems[j + 1], options());
+        prepared = tuner::prepare_session(rt, *jobs[j + 1].first, problems[j + 1], tune_options(args, memo));
       } catch (const Error&) {
         prepared.reset();  // the session itself starts its worker, and reports what is wrong
       }
     }
-    ProgressPrinter progress{names[j]};
-    opt.on_progress = std::ref(progress);
-    try {
-      tuner::TuneReport r = tuner::tune(rt, *f, *problem, opt);
-      rows.push_back({names[j], std::string(f->name()), signature, r.best.text(), r.heuristic.text(), r.best_us,
-                      r.default_us, r.bytes, r.wall_s, r.wait_compile_s, r.timing_s, r.reference_s,
-                      r.candidates.size(), r.compile_reused});
-      if (common.json) {
-        json cands = json::array();
-        for (const auto& c : r.candidates) cands.push_back(candidate_json(c));
-        out.push_back({{"case", names[j]}, {"family", r.family}, {"signature", r.signature},
-                       {"device", rt.device().name}, {"best", r.best.text()}, {"best_us", r.best_us},
-                       {"best_spread", r.best_spread}, {"heuristic", r.heuristic.text()}, {"default_us", r.default_us},
-                       {"speedup_over_default", r.speedup()}, {"retimed", [&] {
-                          json a = json::array();
-                          for (const auto& [c, us] : r.retimed) a.push_back({{"config", c.text()}, {"us", us}});
-                          return a;
-                        }()}, {"bytes", r.bytes}, {"legal", r.candidates.size()},
-                       {"pruned", r.pruned}, {"wall_s", r.wall_s}, {"compile_s", r.compile_s},
-                       {"wait_compile_s", r.wait_compile_s}, {"timing_s", r.timing_s}, {"compile_reused", r.compile_reused}, {"reference_s", r.reference_s}, {"l2_mode", tuner::l2_mode_name(r.l2)}, {"stored", r.stored}, {"store_error", r.store_error}, {"kept_default", r.kept_default}, {"candidates", cands}});
-      } else if (args.suite.empty()) {
-        std::map<std::string, int> counts;
-        for (const auto& c : r.candidates) ++counts[c.status];
-        std::string summary;
-        for (auto& [s, n] : counts) summary += " " + s + "=" + std::to_string(n);
-        std::printf("%s %s on %s\n  best    %s  %.2f us (spread %.1f%%, %d reps)  %.1f GB/s\n"
-                    "  default %s  %.2f us  -> tuned is %.3fx the default\n"
-                    "  %zu candidates (%zu pruned):%s; %.2fs wall, %.2fs NVRTC (summed over threads), %.2fs CPU "
-                    "reference; timed %s%s\n",
-                    r.family.c_str(), r.signature.c_str(), rt.device().name.c_str(), r.best.text().c_str(), r.best_us,
-                    r.best_spread * 100, r.best_reps, r.bytes / (r.best_us * 1e3), r.heuristic.text().c_str(),
-                    r.default_us, r.speedup(), r.candidates.size(), r.pruned, summary.c_str(), r.wall_s, r.compile_s,
-                    r.reference_s, std::string(tuner::l2_mode_name(r.l2)).c_str(), r.stored ? "; stored" : "");
-        if (!r.store_error.empty()) std::printf("  NOT STORED: %s\n", r.store_error.c_str());
-        if (!r.kept_default.empty()) std::printf("  default kept: %s\n", r.kept_default.c_str());
-      }
-    } catch (const Error& e) {
-      ++failures;
-      std::fprintf(stderr, "jitune tune %s: %s\n", names[j].c_str(), e.what());
-      if (dynamic_cast<const CudaError*>(&e)) break;  // a lost context ends the run; stored results stay
-    }
+    if (!tune_case(common, args, rt, jobs[j], *problems[j], names[j], std::move(opt), output)) break;
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::size_t ahead_units = prefetch ? prefetch->units() : 0;
   const double ahead_s = prefetch ? prefetch->compile_seconds() : 0.0;
   prefetch.reset();
+  const std::string& device = rt.device().name;
   if (common.json) {
-    std::cout << json{{"device", rt.device().name}, {"copy_gbs", copy_gbs},         {"wall_s", wall},
-                      {"ahead_units", ahead_units},  {"ahead_nvrtc_s", ahead_s}, {"results", out}}
+    std::cout << json{{"device", device},           {"copy_gbs", copy_gbs},        {"wall_s", wall},
+                      {"ahead_units", ahead_units}, {"ahead_nvrtc_s", ahead_s}, {"results", output.results}}
                      .dump(2)
               << "\n";
     // The JSON owns stdout; the people watching still get the table.
-    if (!args.suite.empty()) print_suite_table(stderr, args.suite, rt.device().name, copy_gbs, wall, rows, ahead_units, ahead_s);
+    if (!args.suite.empty())
+      print_suite_table(stderr, args.suite, device, copy_gbs, wall, output.rows, ahead_units, ahead_s);
   } else if (!args.suite.empty()) {
-    print_suite_table(stdout, args.suite, rt.device().name, copy_gbs, wall, rows, ahead_units, ahead_s);
+    print_suite_table(stdout, args.suite, device, copy_gbs, wall, output.rows, ahead_units, ahead_s);
   }
-  return failures ? kExitError : 0;
+  return output.failures ? kExitError : 0;
 }
 
 int explain(const Common& common, const std::string& family_name, const std::map<std::string, std::string>& options,
