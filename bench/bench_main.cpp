@@ -12,8 +12,8 @@
 #include <jitune/jitune.hpp>
 
 #include "bench/bench_case.hpp"
+#include "bench/host_overhead.hpp"
 #include "runtime/runtime_impl.hpp"
-#include "templates/elementwise/elementwise.hpp"
 #include "tuner/measure.hpp"
 #include "tuner/tuner.hpp"
 
@@ -22,45 +22,6 @@ namespace {
 using namespace jitune;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-// Host time per warm call: jitune::elementwise against raw cuLaunchKernel of the very same kernel, 100k calls each.
-json host_overhead(Runtime& rt) {
-  const std::int64_t n = 1024;
-  const Family& fam = ew::elementwise_family();
-  auto problem = fam.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", std::to_string(n)}});
-  driver::DeviceBuffer x(n * 4), y(n * 4), z(n * 4);
-  JITUNE_CU_CHECK(cuMemsetD32(x.get(), 0x3f800000u, n));
-  JITUNE_CU_CHECK(cuMemsetD32(y.get(), 0x40000000u, n));
-  const void* ins[] = {x.data(), y.data()};
-  driver::StreamHandle stream;
-  const auto s = reinterpret_cast<Stream>(stream.get());
-  auto api_call = [&] { elementwise(rt, "z = x * y", ins, z.data(), n, DType::kFloat32, s); };
-  api_call();
-  const Decision& d = rt.impl().decide(fam, *problem);
-  const Kernel& k = rt.impl().kernel(fam, *problem, d.config);
-  KernelArgs args;
-  ew::push_params(static_cast<const ew::ElementwiseProblem&>(*problem), ins, z.data(), 0, args);
-  auto raw_call = [&] {
-    driver::api().cuLaunchKernel(k.function, k.shape.grid.x, 1, 1, k.shape.block.x, 1, 1, 0, stream.get(),
-                                 args.pointers(), nullptr);
-  };
-  auto host_us = [&](auto&& f) {
-    const int calls = 100000;
-    std::vector<double> per_round;
-    for (int round = 0; round < 5; ++round) {
-      JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
-      const auto t0 = Clock::now();
-      for (int i = 0; i < calls / 5; ++i) f();
-      per_round.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / (calls / 5));
-    }
-    JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
-    return tuner::median_spread(per_round).first;
-  };
-  // Interleave to share drift: raw, api, raw, api.
-  const double raw1 = host_us(raw_call), api1 = host_us(api_call), raw2 = host_us(raw_call), api2 = host_us(api_call);
-  const double raw = std::min(raw1, raw2), api = std::min(api1, api2);
-  return {{"raw_launch_us", raw}, {"api_call_us", api}, {"overhead_us", api - raw}, {"calls", 100000}};
-}
 
 }  // namespace
 
@@ -93,7 +54,7 @@ int main(int argc, char** argv) {
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       float v = 0;
       JITUNE_CU_CHECK(cuMemcpyDtoH(&v, z.get() + 4 * 12345, 4));
-      const json r = {{"first_call_ms", ms}, {"nvrtc_compiles", rt.impl().compiler.compile_count()},
+      const json r = {{"first_call_ms", ms}, {"nvrtc_compiles", internal::impl(rt).compiler.compile_count()},
                       {"level", std::string(match_level_name(
                                     rt.explain("elementwise", elementwise_signature("z = x * y", 1 << 20, DType::kFloat32)).level))},
                       {"correct", v == 2.0f}};
@@ -130,10 +91,11 @@ int main(int argc, char** argv) {
                   r["default_us"].get<double>(), bench::row_correct(r) ? "correct" : "WRONG");
       if (!bench::row_correct(r)) ++failures;
     }
-    const json overhead = host_overhead(tuned);
-    std::printf("host overhead: raw cuLaunchKernel %.3f us, jitune::elementwise %.3f us, overhead %.3f us per call\n",
-                overhead["raw_launch_us"].get<double>(), overhead["api_call_us"].get<double>(),
-                overhead["overhead_us"].get<double>());
+    const json overhead = bench::host_overhead(tuned);
+    for (const json& h : overhead)
+      std::printf("host overhead %-20s raw launch %.3f us, op call %.3f us, overhead %.3f us per call\n",
+                  h["family"].get<std::string>().c_str(), h["raw_launch_us"].get<double>(),
+                  h["api_call_us"].get<double>(), h["overhead_us"].get<double>());
     const json out = {{"device", tuned.device().name}, {"copy_gbs", copy}, {"cases", rows}, {"host_overhead", overhead}};
     std::filesystem::remove_all(d.user_cache.parent_path());
     if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";

@@ -54,7 +54,7 @@ std::vector<double> time_round_robin(const std::vector<std::function<void()>>& c
 nlohmann::json contention_point(Context& ctx, nlohmann::json& row, std::int64_t rows, std::int64_t count,
                                 CUstream stream) {
   const Family& fam = sa::scatter_add_family();
-  Runtime::Impl& impl = ctx.tuned.impl();
+  Runtime::Impl& impl = internal::impl(ctx.tuned);
   const Config plain{{"atomic", 0},  {"workspace", 0}, {"prereduce", 0},
                      {"block", 256}, {"items", 4},     {"vec", 1}};
   Config fast = plain;
@@ -81,8 +81,7 @@ nlohmann::json contention_point(Context& ctx, nlohmann::json& row, std::int64_t 
     work.push_back(std::make_unique<tuner::DeviceWorkload>(fam, p, w, reference));
     const auto& dw = *work.back();
     kernels.push_back(&impl.kernel(fam, p, variants[v].config));
-    sa::push_index_add_args(p, variants[v].config, dw.outputs()[0], dw.inputs()[0], dw.inputs()[1], nullptr,
-                            1.0f, args[v]);
+    fam.kernel_args(p, variants[v].config, work.back()->bindings(fam.prep(p, variants[v].config)), args[v]);
     dw.reset_outputs(stream);
     impl.launch(*kernels.back(), args[v], stream);
     const std::string error = compare_output(fam, p, dw, reference[0], stream);

@@ -37,11 +37,15 @@ def main():
                      f"{q['pct_copy'] if q else float('nan'):.1f}% | {ratio:.3f}x | `{r['config']}` | {r['level']} | "
                      f"{r['default_us']:.2f} | {vs_default:.3f}x | {r['mode']} |")
     h = j.get("host_overhead")
+    if isinstance(h, dict):  # older bench JSON: the elementwise probe only
+        h = [dict(h, family="elementwise")]
     if h:
-        line = (f"Warm call host time: raw cuLaunchKernel {h['raw_launch_us']:.3f} us, jitune::elementwise "
-                f"{h['api_call_us']:.3f} us, overhead {h['overhead_us']:.3f} us per call ({h['calls']} calls).")
-        print(line)
-        lines += ["", line]
+        lines += ["", "| family | raw launch us | op call us | overhead us |", "|---|---|---|---|"]
+        for o in h:
+            print(f"Warm call host time {o['family']:20s} raw launch {o['raw_launch_us']:.3f} us, op call "
+                  f"{o['api_call_us']:.3f} us, overhead {o['overhead_us']:.3f} us per call")
+            lines.append(f"| {o['family']} | {o['raw_launch_us']:.3f} | {o['api_call_us']:.3f} | "
+                         f"{o['overhead_us']:.3f} |")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "runtime/op_caches.hpp"
+#include "runtime/dispatch.hpp"
 #include "templates/sources.hpp"
 
 #ifndef JITUNE_SHIPPED_DIRS
@@ -168,11 +168,11 @@ Runtime::Impl::Impl(Runtime& owner, RuntimeOptions opts)
   }
   if (!options.quiet)
     for (const std::string& note : store_notes) std::fprintf(stderr, "jitune warning: %s\n", note.c_str());
-  op_caches = std::make_unique<OpCaches>();
+  call_sites = std::make_unique<CallSites>();
 }
 
 Runtime::Impl::~Impl() {
-  op_caches.reset();
+  call_sites.reset();
   kernels_.clear();
   modules_.clear();
   if (context) driver::api().cuDevicePrimaryCtxRelease(cu_device);
@@ -298,18 +298,37 @@ const Decision& Runtime::Impl::decide(const Family& family, const Problem& probl
     if (auto it = decisions_.find(map_key); it != decisions_.end()) return *it->second;
   }
   auto decision = std::make_unique<Decision>(lookup(family, problem));
-  if (decision->explanation.level != MatchLevel::kExact && options.tuning && user_store && !user_store->read_only()) {
+  if (decision->explanation.level != MatchLevel::kExact && options.tuning) {
     std::lock_guard tune_lock(tune_mutex_);
-    bool stored = false;
     try {
-      stored = options.tuning->tune(self, family, problem);
+      if (std::optional<Explanation> tuned = options.tuning->tune(self, family, problem))
+        adopt_tuned(family, problem, std::move(*tuned), *decision);
     } catch (const std::exception& e) {
       decision->explanation.notes.push_back(std::string("tuning on first use failed: ") + e.what());
     }
-    if (stored) *decision = lookup(family, problem);
   }
   std::unique_lock lock(mutex_);
   return *decisions_.try_emplace(map_key, std::move(decision)).first->second;
+}
+
+void Runtime::Impl::adopt_tuned(const Family& family, const Problem& problem, Explanation tuned,
+                                Decision& decision) const {
+  Config config;
+  try {
+    config = Config::parse(tuned.config);
+  } catch (const Error& e) {
+    decision.explanation.notes.push_back("tuning on first use returned an unreadable config: " +
+                                         std::string(e.what()));
+    return;
+  }
+  if (const std::string why = family.validate(problem, config, device); !why.empty()) {
+    decision.explanation.notes.push_back("tuning on first use returned config " + tuned.config +
+                                         ", which is not legal here: " + why);
+    return;
+  }
+  tuned.notes.insert(tuned.notes.begin(), decision.explanation.notes.begin(), decision.explanation.notes.end());
+  decision.config = std::move(config);
+  decision.explanation = std::move(tuned);
 }
 
 CachedBinary Runtime::Impl::binary(const Family& family, const Problem& problem, const Config& config) {
@@ -339,6 +358,7 @@ const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem
   k->function = module->function(b.lowered_name);
   k->shape = family.launch_shape(problem, config, device);
   k->config = config;
+  k->prep = family.prep(problem, config);
   ready_function(k->function, k->shape, device);
   std::unique_lock lock(mutex_);
   auto [it, inserted] = kernels_.try_emplace(map_key, std::move(k));
@@ -417,32 +437,11 @@ void Runtime::Impl::check_device_range(const void* ptr, std::size_t bytes, const
 }
 
 void Runtime::Impl::forget_decisions() {
-  op_caches->clear();
+  call_sites->clear();
   std::unique_lock lock(mutex_);
   // Callers may still hold references to decisions: retire them instead of freeing.
   for (auto& [key, d] : decisions_) retired_decisions_.push_back(std::move(d));
   decisions_.clear();
-}
-
-OpEntry& op_entry(Runtime::Impl& impl, const Family& family, std::string_view key,
-                  const std::function<std::unique_ptr<Problem>()>& make) {
-  auto& caches = *impl.op_caches;
-  {
-    std::shared_lock lock(caches.mutex);
-    if (auto it = caches.entries.find(key); it != caches.entries.end()) return *it->second;
-  }
-  auto entry = std::make_unique<OpEntry>();
-  entry->problem = make();
-  entry->decision = &impl.decide(family, *entry->problem);
-  std::unique_lock lock(caches.mutex);
-  return *caches.entries.try_emplace(std::string(key), std::move(entry)).first->second;
-}
-
-const Kernel& op_kernel(Runtime::Impl& impl, const Family& family, OpEntry& entry, int slot, const Config& config) {
-  if (const Kernel* k = entry.kernels[slot].load(std::memory_order_acquire)) return *k;
-  const Kernel* k = &impl.kernel(family, *entry.problem, config);
-  entry.kernels[slot].store(k, std::memory_order_release);
-  return *k;
 }
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(*this, std::move(options))) {}

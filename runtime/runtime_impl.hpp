@@ -25,7 +25,10 @@ struct Kernel {
   CUfunction function = nullptr;
   LaunchShape shape;
   Config config;
+  LaunchPrep prep;  ///< What each launch needs around it (Family::prep).
 };
+
+class CallSites;
 
 /// The dispatcher's decision for one (family, problem): which config and why.
 struct Decision {
@@ -68,6 +71,8 @@ struct Runtime::Impl {
 
   /// The configuration for (family, problem): remembered after the first call. May run the tuning policy.
   const Decision& decide(const Family& family, const Problem& problem);
+  /// Makes a tuning policy's result the decision, once its config is readable and legal here (else a note).
+  void adopt_tuned(const Family& family, const Problem& problem, Explanation tuned, Decision& decision) const;
   /// The store search behind decide(), uncached and without tuning.
   Decision lookup(const Family& family, const Problem& problem) const;
   /// Loads (compiling if needed) the instantiation; remembered. Throws CompileError on NVRTC failure.
@@ -84,9 +89,8 @@ struct Runtime::Impl {
   /// The store key fields of this device for `family` and `problem`.
   cache::RecordKey record_key(const Family& family, const Problem& problem) const;
 
-  /// Per-op caches keyed by the raw call arguments, so a warm call skips parsing and signature building.
-  struct OpCaches;
-  std::unique_ptr<OpCaches> op_caches;
+  /// The generic dispatch's call sites, keyed by the raw call arguments (runtime/dispatch.hpp).
+  std::unique_ptr<CallSites> call_sites;
 
  private:
   std::shared_mutex mutex_;
@@ -96,6 +100,14 @@ struct Runtime::Impl {
   std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels_;
   std::unordered_map<std::string, std::unique_ptr<driver::Module>> modules_;
 };
+
+namespace internal {
+/// The runtime's state, for jitune's own modules (dispatch, tuner, CLI, bench, tests); not an installed header.
+struct Access {
+  static Runtime::Impl& impl(Runtime& runtime) noexcept { return *runtime.impl_; }
+};
+inline Runtime::Impl& impl(Runtime& runtime) noexcept { return Access::impl(runtime); }
+}  // namespace internal
 
 /// Launches `function` as `shape` says on `stream` (the caller makes the context current): cuLaunchKernel, or
 /// cuLaunchKernelEx with programmatic stream serialization when shape.programmatic.

@@ -29,6 +29,32 @@ std::string join_signature(const std::map<std::string, std::string>& items) {
   return out;
 }
 
+std::uint64_t BufferSpec::extent_bytes() const noexcept {
+  std::uint64_t last = 0;  // offset of the last element, in elements
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] <= 0) return 0;
+    std::uint64_t stride = 1;
+    if (strides.empty())
+      for (std::size_t e = d + 1; e < shape.size(); ++e) stride *= static_cast<std::uint64_t>(shape[e]);
+    else
+      stride = static_cast<std::uint64_t>(strides[d]);
+    last += static_cast<std::uint64_t>(shape[d] - 1) * stride;
+  }
+  return (last + 1) * dtype_size(dtype);
+}
+
+std::uint8_t BufferSpec::stride_alignment() const noexcept {
+  std::uint64_t bits = 16;
+  const std::uint64_t es = dtype_size(dtype);
+  std::uint64_t inner = 1;  // contiguous strides, innermost first
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    const std::uint64_t stride = strides.empty() ? inner : static_cast<std::uint64_t>(strides[d]);
+    if (shape[d] > 1 && stride != 1) bits |= stride * es;
+    inner *= static_cast<std::uint64_t>(std::max<std::int64_t>(shape[d], 1));
+  }
+  return static_cast<std::uint8_t>(bits & (~bits + 1));
+}
+
 std::unique_ptr<Problem> Family::parse_problem(std::string_view signature) const {
   return make_problem(split_signature(signature));
 }

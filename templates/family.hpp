@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <jitune/call.hpp>
 #include <jitune/device.hpp>
 #include <jitune/error.hpp>
 #include <jitune/tensor.hpp>
@@ -118,9 +119,75 @@ class KernelArgs {
   std::size_t used_ = 0, count_ = 0;
 };
 
-/// Host data for verifying and timing one problem.
+/// What a kernel does with a buffer.
+enum class BufferRole : std::uint8_t { kIn, kOut, kInOut };
+
+/// One buffer of a call, derived by the family from the problem: the runtime checks the caller's pointer against
+/// it (null, element alignment, device memory of `extent_bytes()`, no overlap of an output with another buffer)
+/// and derives its alignment class from it.
+struct BufferSpec {
+  std::string name;                    ///< As the public op names it: "x", "grad_output", "index".
+  BufferRole role = BufferRole::kIn;
+  DType dtype = DType::kFloat32;
+  std::vector<std::int64_t> shape;     ///< Elements per dimension.
+  std::vector<std::int64_t> strides;   ///< Elements per step of each dimension; empty means contiguous.
+  bool optional = false;               ///< Absent from some calls (conv2d's bias): then its shape is empty, it
+                                       ///< may be null and takes no workload input.
+  bool in_place = false;               ///< An output that may be the very memory of an input (never a partial
+                                       ///< overlap): elementwise `x = x * y`.
+  std::int64_t index_bound = -1;       ///< >= 0 for an index buffer whose values must lie in [0, index_bound).
+
+  /// Bytes from the pointer to one past the last element the call touches (0 for an empty buffer).
+  std::uint64_t extent_bytes() const noexcept;
+  /// The largest power of two (at most 16) dividing every non-unit stride in bytes: row pitches that limit the
+  /// vector width as much as the pointer does. 16 for a contiguous 1-D buffer.
+  std::uint8_t stride_alignment() const noexcept;
+};
+
+/// The alignment class of one buffer: the largest power-of-two byte alignment (at most 16) of its address and of
+/// its row pitches.
+inline std::uint8_t alignment_class(const void* pointer, std::uint8_t stride_alignment) noexcept {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer) | 16u | stride_alignment;
+  return static_cast<std::uint8_t>(address & (~address + 1));
+}
+
+/// A call's device memory as a kernel sees it: pointers in buffers() order, their alignment classes, the
+/// workspace, and the call's scalars.
+struct Bindings {
+  std::span<const void* const> pointers;
+  std::span<const std::uint8_t> alignment;
+  void* workspace = nullptr;
+  std::span<const double> scalars;
+  /// Buffer `i` as a kernel parameter.
+  void* at(std::size_t i) const noexcept { return const_cast<void*>(pointers[i]); }
+  /// Scalar `i`, or `fallback` when the call gave fewer.
+  double scalar(std::size_t i, double fallback) const noexcept { return i < scalars.size() ? scalars[i] : fallback; }
+};
+
+/// Work that replaces a kernel launch.
+struct Shortcut {
+  enum class Kind : std::uint8_t {
+    kNone,     ///< Launch the kernel.
+    kNothing,  ///< Nothing to do (an empty problem).
+    kCopy,     ///< Copy buffer `from` into buffer `to` (extent of `to`): an identity.
+    kZero,     ///< Zero buffer `to` (a reduction over nothing).
+  };
+  Kind kind = Kind::kNone;
+  int from = 0, to = 0;
+};
+
+/// What surrounds one launch with a given config.
+struct LaunchPrep {
+  std::size_t workspace_bytes = 0;      ///< Device scratch memory, allocated in stream order for the launch.
+  std::size_t zero_begin = 0;           ///< Byte range of the workspace zeroed before the launch.
+  std::size_t zero_end = 0;
+  std::uint32_t zero_buffers = 0;       ///< Bit i set: buffer i (an output) is zeroed before the launch.
+};
+
+/// Host data for verifying and timing one problem. Buffers of role kIn take `inputs` in buffers() order; buffers
+/// of role kOut / kInOut take the outputs in order.
 struct Workload {
-  std::vector<std::vector<std::byte>> inputs;   ///< Uploaded in this order; kernel_args receives their pointers.
+  std::vector<std::vector<std::byte>> inputs;   ///< Uploaded in this order.
   std::vector<std::size_t> output_bytes;        ///< Outputs to allocate.
   /// Initial output contents (accumulating kernels); an empty vector means "poison before each run".
   std::vector<std::vector<std::byte>> initial_outputs;
@@ -160,6 +227,9 @@ class Family {
   virtual ~Family() = default;
   /// Registry name, e.g. "elementwise".
   virtual std::string_view name() const = 0;
+  /// The public op a problem came from, for messages ("index_add", "upsample_nearest2d_backward"): name() unless
+  /// the family serves several ops.
+  virtual std::string_view op_name(const Problem&) const { return name(); }
   /// Include name of its main template, e.g. "elementwise/elementwise.cuh" (the template hash starts there).
   virtual std::string_view template_name() const = 0;
   /// Tunable parameters and their candidate values.
@@ -177,9 +247,27 @@ class Family {
   virtual KernelSource source(const Problem& problem, const Config& config) const = 0;
   /// Grid, block and dynamic shared memory.
   virtual LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const = 0;
-  /// Kernel parameters for device buffers laid out as workload() describes them.
-  virtual void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,
-                           std::span<void* const> outputs, KernelArgs& args) const = 0;
+  /// Decodes a call's arguments (as the family's public wrapper packed them) into its problem, validating them;
+  /// throws InvalidArgument saying which argument is wrong and why.
+  virtual std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const = 0;
+  /// The buffers a call of `problem` touches, in the public op's buffer order.
+  virtual std::vector<BufferSpec> buffers(const Problem& problem) const = 0;
+  /// Work that replaces the kernel for this problem (an empty problem, an identity): nothing by default.
+  virtual Shortcut shortcut(const Problem&) const { return {}; }
+  /// Called on every call, so cheap: which kernel variant (slot 0..7 of the call site's remembered kernels) the
+  /// buffers allow (their alignment classes, BufferSpec order, 0 for an absent optional buffer; or the pointers'
+  /// common offset, for a kernel that peels a scalar head). A variant is the tuned config narrowed to what the
+  /// pointers allow (a pack width, a kernel kind). By default one variant, slot 0.
+  virtual int variant(const Problem&, const Config& /*tuned*/, const Bindings& /*bindings*/) const { return 0; }
+  /// The config of variant `slot` (called once per slot and call site). By default the tuned config.
+  virtual Config variant_config(const Problem&, const Config& tuned, int /*slot*/, const DeviceInfo&) const {
+    return tuned;
+  }
+  /// What a launch with `config` needs around it: a zeroed workspace, outputs cleared first. Nothing by default.
+  virtual LaunchPrep prep(const Problem&, const Config&) const { return {}; }
+  /// The one place kernel parameters are built: the tuner's harness and the runtime both call it.
+  virtual void kernel_args(const Problem& problem, const Config& config, const Bindings& bindings,
+                           KernelArgs& args) const = 0;
   /// Random (never zero) inputs from `seed`.
   virtual Workload workload(const Problem& problem, std::uint64_t seed) const = 0;
   /// The expected outputs, computed on the CPU.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 
@@ -31,6 +32,38 @@ DeviceWorkload::DeviceWorkload(const Family& family, const Problem& problem, con
     expected_.emplace_back(std::max<std::size_t>(reference.at(i).size(), 1));
     if (!reference[i].empty())
       JITUNE_CU_CHECK(cuMemcpyHtoD(expected_.back().get(), reference[i].data(), reference[i].size()));
+  }
+  std::size_t next_in = 0, next_out = 0;
+  for (const BufferSpec& spec : family.buffers(problem)) {
+    const std::uint64_t bytes = spec.extent_bytes();
+    void* p = nullptr;
+    if (spec.optional && bytes == 0)
+      p = nullptr;
+    else if (spec.role == BufferRole::kIn)
+      p = next_in < inputs_.size() ? inputs_[next_in++] : nullptr;
+    else
+      p = next_out < outputs_.size() ? outputs_[next_out++] : nullptr;
+    if (!p && !(spec.optional && bytes == 0))
+      throw Error("jitune internal error: " + std::string(family.name()) + "'s workload has no buffer for '" +
+                  spec.name + "'");
+    bound_.push_back(p);
+    bound_bytes_.push_back(bytes);
+    alignment_.push_back(p ? alignment_class(p, spec.stride_alignment()) : 0);
+  }
+}
+
+Bindings DeviceWorkload::bindings(const LaunchPrep& prep) {
+  if (prep.workspace_bytes > 0 && (!workspace_ || workspace_->bytes() < prep.workspace_bytes))
+    workspace_ = std::make_unique<driver::DeviceBuffer>(prep.workspace_bytes);
+  return {bound_, alignment_, prep.workspace_bytes > 0 ? workspace_->data() : nullptr, {}};
+}
+
+void DeviceWorkload::prepare_launch(const LaunchPrep& prep, CUstream stream) const {
+  if (prep.zero_end > prep.zero_begin && workspace_)
+    JITUNE_CU_CHECK(cuMemsetD8Async(workspace_->get() + prep.zero_begin, 0, prep.zero_end - prep.zero_begin, stream));
+  for (std::uint32_t mask = prep.zero_buffers; mask != 0; mask &= mask - 1) {
+    const auto i = static_cast<std::size_t>(std::countr_zero(mask));
+    JITUNE_CU_CHECK(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(bound_.at(i)), 0, bound_bytes_[i], stream));
   }
 }
 
@@ -196,7 +229,7 @@ void background_priority() noexcept {
 namespace jitune::tuner {
 
 double copy_bandwidth_gbs(Runtime& runtime, std::size_t bytes, int reps) {
-  Runtime::Impl& impl = runtime.impl();
+  Runtime::Impl& impl = internal::impl(runtime);
   driver::make_current(impl.context);
   driver::DeviceBuffer a(bytes), b(bytes);
   driver::StreamHandle stream;

@@ -17,6 +17,12 @@ class DeviceWorkload {
   void reset_outputs(CUstream stream) const;
   std::span<void* const> inputs() const noexcept { return inputs_; }
   std::span<void* const> outputs() const noexcept { return outputs_; }
+  /// The buffers in the family's buffer order (Family::buffers: inputs for kIn, outputs for kOut / kInOut, null
+  /// for an absent optional buffer), with their alignment classes and a workspace of at least
+  /// prep.workspace_bytes (grown on demand, kept between candidates).
+  Bindings bindings(const LaunchPrep& prep);
+  /// What the runtime does before a launch with `prep`: zeroes the workspace range and the listed outputs.
+  void prepare_launch(const LaunchPrep& prep, CUstream stream) const;
   const std::vector<driver::DeviceBuffer>& expected() const noexcept { return expected_; }
   const std::vector<driver::DeviceBuffer>& output_buffers() const noexcept { return output_buffers_; }
   const std::vector<OutputCheck>& checks() const noexcept { return checks_; }
@@ -24,6 +30,10 @@ class DeviceWorkload {
  private:
   std::vector<driver::DeviceBuffer> input_buffers_, output_buffers_, initial_, expected_;
   std::vector<void*> inputs_, outputs_;
+  std::vector<const void*> bound_;        // family buffer order
+  std::vector<std::uint64_t> bound_bytes_;
+  std::vector<std::uint8_t> alignment_;
+  std::unique_ptr<driver::DeviceBuffer> workspace_;
   std::vector<OutputCheck> checks_;
 };
 

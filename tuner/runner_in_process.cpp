@@ -11,7 +11,7 @@ class InProcessRunner final : public CandidateRunner {
  public:
   InProcessRunner(Runtime& runtime, const Family& family, const Problem& problem, const RunnerSettings& s,
                   std::shared_ptr<HostWorkload> prepared)
-      : impl_(runtime.impl()), family_(family), problem_(problem), settings_(s), kernels_(impl_), comparer_(kernels_),
+      : impl_(internal::impl(runtime)), family_(family), problem_(problem), settings_(s), kernels_(impl_), comparer_(kernels_),
         prepared_(std::move(prepared)) {}
 
   L2Mode setup() override {
@@ -38,10 +38,12 @@ class InProcessRunner final : public CandidateRunner {
                  std::to_string(max_threads) + " (register use)";
       return r;
     }
+    const LaunchPrep prep = family_.prep(problem_, c.config);
     KernelArgs args;
-    family_.kernel_args(problem_, c.config, work_->inputs(), work_->outputs(), args);
+    family_.kernel_args(problem_, c.config, work_->bindings(prep), args);
     // Correct first: one run on poisoned outputs, compared with the CPU reference.
     work_->reset_outputs(stream_.get());
+    work_->prepare_launch(prep, stream_.get());
     const CUresult launched = launch_kernel(l.function, l.shape, stream_.get(), args.pointers());
     const CUresult synced = launched == CUDA_SUCCESS ? driver::api().cuStreamSynchronize(stream_.get()) : launched;
     if (synced != CUDA_SUCCESS) {
@@ -86,7 +88,8 @@ class InProcessRunner final : public CandidateRunner {
       for (std::size_t f = 0; f < finalists.size(); ++f) {
         const Loaded& l = load(*finalists[f]);
         KernelArgs args;
-        family_.kernel_args(problem_, finalists[f]->config, work_->inputs(), work_->outputs(), args);
+        family_.kernel_args(problem_, finalists[f]->config,
+                            work_->bindings(family_.prep(problem_, finalists[f]->config)), args);
         rounds[f].push_back(timer_->time(l.function, l.shape, args, 1).at(0));
       }
     return rounds;

@@ -85,7 +85,7 @@ std::shared_ptr<PreparedSession> prepare_session(Runtime& runtime, const Family&
   p->signature = problem->signature();
   p->seed = session_seed(opt);
   p->problem = std::move(problem);
-  p->runner = make_worker_runner(worker, runtime.impl().device.ordinal, family, *p->problem,
+  p->runner = make_worker_runner(worker, internal::impl(runtime).device.ordinal, family, *p->problem,
                                  runner_settings(opt, p->seed, opt.cut_ratio));
   p->runner->prepare();
   return p;
@@ -100,7 +100,7 @@ class Session {
  public:
   Session(Runtime& runtime, const Family& family, const Problem& problem, const TuneOptions& opt)
       : runtime_(runtime),
-        impl_(runtime.impl()),
+        impl_(internal::impl(runtime)),
         device_(impl_.device),
         family_(family),
         problem_(problem),

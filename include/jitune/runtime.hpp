@@ -18,6 +18,10 @@ namespace jitune {
 class Family;
 class Problem;
 class Runtime;
+struct Explanation;
+namespace internal {
+struct Access;
+}  // namespace internal
 
 /// Where a configuration came from, best first.
 enum class MatchLevel {
@@ -36,9 +40,12 @@ std::string_view match_level_name(MatchLevel level) noexcept;
 class TuningPolicy {
  public:
   virtual ~TuningPolicy() = default;
-  /// Tunes `problem` of `family` and stores the result in `runtime`'s user cache. Returns true when a record was
-  /// stored. Must not throw for ordinary tuning failures.
-  virtual bool tune(Runtime& runtime, const Family& family, const Problem& problem) = 0;
+  /// Tunes `problem` of `family`, stores the result in `runtime`'s user cache, and returns the decision: the
+  /// winning config (Explanation::config) and its provenance (level kExact, where it was measured, its time and the
+  /// default's). The runtime uses it at once, whether or not the store write worked (a failed write is a note in
+  /// it, never a lost winner). nullopt when tuning found no usable config. Must not throw for ordinary tuning
+  /// failures.
+  virtual std::optional<Explanation> tune(Runtime& runtime, const Family& family, const Problem& problem) = 0;
 };
 
 /// Options for a Runtime. Empty paths mean the defaults described on each member.
@@ -105,10 +112,9 @@ class Runtime {
   void reload();
 
   struct Impl;
-  /// Internal state, for jitune's own modules.
-  Impl& impl() noexcept { return *impl_; }
 
  private:
+  friend struct internal::Access;
   std::unique_ptr<Impl> impl_;
 };
 

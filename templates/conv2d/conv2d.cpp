@@ -3,6 +3,8 @@
 // sums).
 #include "templates/conv2d/conv2d.hpp"
 
+#include <jitune/ops/conv2d.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <climits>
@@ -35,9 +37,7 @@ std::vector<std::byte> random_tensor(DType dtype, std::uint64_t count, std::uint
   parallel_for(count, 1, [&](std::uint64_t b, std::uint64_t e) {
     std::uint64_t state = seed ^ (b * 0x2545f4914f6cdd1dull);
     for (std::uint64_t i = b; i < e; ++i) {
-      const std::uint64_t r = splitmix(state);
-      const double mag = std::ldexp(1.0 + static_cast<double>(r >> 40) / double(1ull << 24), int(r & 3) - 2);
-      store_element(dtype, buf.data(), i, (r & 4) ? -mag : mag);
+      store_element(dtype, buf.data(), i, random_nonzero(splitmix(state)));
     }
   });
   return buf;
@@ -65,6 +65,28 @@ std::int64_t axis_value(const std::map<std::string, std::string>& options, const
                         const std::string& axis, std::int64_t fallback) {
   const std::int64_t both = parse_int(options, square, fallback, false);
   return parse_int(options, axis, both, false);
+}
+
+std::string dims_text(const std::array<std::int64_t, 4>& d) {
+  return "{" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + ", " +
+         std::to_string(d[3]) + "}";
+}
+
+// The problem of a public call; the channel check names both tensors' shapes.
+ConvProblem problem_of(const Conv2dParams& p, DType dtype, bool has_bias) {
+  if (p.input[1] != p.weight[1])
+    throw InvalidArgument("conv2d: x has " + std::to_string(p.input[1]) + " channels (input {N, C, H, W} = " +
+                          dims_text(p.input) + ") but w expects " + std::to_string(p.weight[1]) +
+                          " (weight {K, C, R, S} = " + dims_text(p.weight) +
+                          "); the second dimension of input and weight must match");
+  ConvProblem::Shape s;
+  s.n = p.input[0], s.c = p.input[1], s.h = p.input[2], s.w = p.input[3];
+  s.k = p.weight[0], s.r = p.weight[2], s.s = p.weight[3];
+  s.stride_h = p.stride[0], s.stride_w = p.stride[1];
+  s.pad_h = p.padding[0], s.pad_w = p.padding[1];
+  s.dilation_h = p.dilation[0], s.dilation_w = p.dilation[1];
+  s.bias = has_bias;
+  return ConvProblem(dtype, s);
 }
 
 class ConvFamily final : public Family {
@@ -216,10 +238,36 @@ class ConvFamily final : public Family {
     return shape;
   }
 
-  void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,
-                   std::span<void* const> outputs, KernelArgs& args) const override {
+  std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {
+    CallReader in(args);
+    const DType dtype = in.next_dtype();
+    Conv2dParams params;
+    for (auto* part : {&params.input, &params.weight})
+      for (std::int64_t& v : *part) v = in.next();
+    for (auto* part : {&params.stride, &params.padding, &params.dilation})
+      for (std::int64_t& v : *part) v = in.next();
+    const bool bias = in.next_bool();
+    return std::make_unique<ConvProblem>(problem_of(params, dtype, bias));
+  }
+
+  // x, w, bias (optional: an empty spec when the call has none), y.
+  std::vector<BufferSpec> buffers(const Problem& problem) const override {
     const auto& p = static_cast<const ConvProblem&>(problem);
-    push_args(p, config, inputs[0], inputs[1], p.shape().bias ? inputs[2] : nullptr, outputs[0], args);
+    const auto& s = p.shape();
+    return {{"x", BufferRole::kIn, p.dtype(), {s.n, s.c, s.h, s.w}, {}},
+            {"w", BufferRole::kIn, p.dtype(), {s.k, s.c, s.r, s.s}, {}},
+            {"bias", BufferRole::kIn, p.dtype(), {s.bias ? s.k : 0}, {}, true},
+            {"y", BufferRole::kOut, p.dtype(), {s.n, s.k, p.p(), p.q()}, {}}};
+  }
+
+  Shortcut shortcut(const Problem& problem) const override {
+    if (static_cast<const ConvProblem&>(problem).shape().n == 0) return {Shortcut::Kind::kNothing};
+    return {};
+  }
+
+  void kernel_args(const Problem& problem, const Config& config, const Bindings& b, KernelArgs& args) const override {
+    const auto& p = static_cast<const ConvProblem&>(problem);
+    push_args(p, config, b.pointers[0], b.pointers[1], p.shape().bias ? b.pointers[2] : nullptr, b.at(3), args);
   }
 
   Workload workload(const Problem& problem, std::uint64_t seed) const override {
@@ -634,3 +682,12 @@ std::string kernel_limits(const ConvProblem& problem, const Config& config, cons
 }
 
 }  // namespace jitune::conv
+
+namespace jitune {
+
+std::array<std::int64_t, 4> conv2d_output_shape(const Conv2dParams& params) {
+  const conv::ConvProblem p = conv::problem_of(params, DType::kFloat32, false);
+  return {p.shape().n, p.shape().k, p.p(), p.q()};
+}
+
+}  // namespace jitune

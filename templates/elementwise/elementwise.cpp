@@ -51,7 +51,8 @@ class ElementwiseFamily final : public Family {
     auto [end, ec] = std::from_chars(n_text.data(), n_text.data() + n_text.size(), n);
     if (ec != std::errc() || end != n_text.data() + n_text.size() || n < 0)
       throw InvalidArgument("elementwise problem: n='" + n_text + "' is not a non-negative integer");
-    return std::make_unique<ElementwiseProblem>(parse_expression(get("expr")), parse_dtype(get("dtype")), n);
+    return std::make_unique<ElementwiseProblem>(*parse_expression_cached(get("expr")), parse_dtype(get("dtype")),
+                                                n);
   }
 
   Config heuristic(const Problem& problem, const DeviceInfo&) const override {
@@ -98,18 +99,60 @@ class ElementwiseFamily final : public Family {
     return grid_stride_shape(p.n() / pack, block, block * unroll, config.at("waves"), device);
   }
 
-  void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,
-                   std::span<void* const> outputs, KernelArgs& args) const override {
+  std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {
+    CallReader in(args);
+    const DType dtype = in.next_dtype();
+    const std::int64_t n = in.next();
+    return std::make_unique<ElementwiseProblem>(parse_expression(in.text()), dtype, n);
+  }
+
+  // The inputs in the expression's order, then the output.
+  std::vector<BufferSpec> buffers(const Problem& problem) const override {
     const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    std::vector<BufferSpec> out;
+    for (const std::string& name : p.expression().inputs)
+      out.push_back({name, BufferRole::kIn, p.dtype(), {p.n()}, {}});
+    BufferSpec output{p.expression().output, BufferRole::kOut, p.dtype(), {p.n()}, {}};
+    output.in_place = true;  // each element is read and written by the same thread
+    out.push_back(std::move(output));
+    return out;
+  }
+
+  Shortcut shortcut(const Problem& problem) const override {
+    if (static_cast<const ElementwiseProblem&>(problem).n() == 0) return {Shortcut::Kind::kNothing};
+    return {};
+  }
+
+  // The widest pack up to the tuned one at which every pointer has the same offset (a scalar head peels it).
+  int variant(const Problem& problem, const Config& tuned, const Bindings& b) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    const Alignment a = align_pointers(b.pointers, dtype_size(p.dtype()), static_cast<int>(tuned.at("pack")), p.n());
+    return std::countr_zero(static_cast<unsigned>(a.pack));
+  }
+
+  Config variant_config(const Problem&, const Config& tuned, int slot, const DeviceInfo&) const override {
+    Config c = tuned;
+    c.set("pack", std::int64_t{1} << slot);
+    return c;
+  }
+
+  void kernel_args(const Problem& problem, const Config& config, const Bindings& b, KernelArgs& args) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    const std::size_t arity = static_cast<std::size_t>(p.arity());
     std::int64_t head = 0;
     if (config.at("pack") > 1) {
       const std::uintptr_t bytes = static_cast<std::uintptr_t>(config.at("pack")) * dtype_size(p.dtype());
-      const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(outputs[0]) % bytes;
+      const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(b.pointers[arity]) % bytes;
       head = std::min<std::int64_t>(p.n(), static_cast<std::int64_t>(((bytes - mis) % bytes) / dtype_size(p.dtype())));
     }
-    const void* in[kMaxInputs];
-    for (std::size_t i = 0; i < inputs.size() && i < kMaxInputs; ++i) in[i] = inputs[i];
-    push_params(p, std::span<const void* const>(in, inputs.size()), outputs[0], head, args);
+    // ew::Params<T, arity>: out, in[arity], n, head as 8-byte fields, no padding, passed as one argument.
+    std::uint64_t words[3 + kMaxInputs];
+    std::size_t k = 0;
+    words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[arity]);
+    for (std::size_t i = 0; i < arity; ++i) words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[i]);
+    words[k++] = static_cast<std::uint64_t>(p.n());
+    words[k++] = static_cast<std::uint64_t>(head);
+    args.push_raw(words, k * sizeof(std::uint64_t), 8);
   }
 
   Workload workload(const Problem& problem, std::uint64_t seed) const override {
@@ -120,16 +163,9 @@ class ElementwiseFamily final : public Family {
     for (int a = 0; a < p.arity(); ++a) {
       auto& buf = w.inputs[a];
       buf.resize(static_cast<std::size_t>(p.n()) * es);
-      const std::uint64_t stream_seed = seed * 1000003u + static_cast<std::uint64_t>(a);
-      parallel_for(static_cast<std::uint64_t>(p.n()), [&](std::uint64_t b, std::uint64_t e) {
-        for (std::uint64_t i = b; i < e; ++i) {
-          // Magnitudes in [0.25, 4) with random sign: never zero, exercises both branches of comparisons. A hash
-          // of (seed, index), so the same seed gives the same data whatever the core count.
-          const std::uint64_t r = mix64(stream_seed * 0x2545f4914f6cdd1dull + i);
-          const double mag = std::ldexp(1.0 + static_cast<double>(r >> 40) / double(1ull << 24), int(r & 3) - 2);
-          store_element(p.dtype(), buf.data(), i, (r & 4) ? -mag : mag);
-        }
-      });
+      // Never zero, so comparisons take both branches; one stream of the seed per input.
+      fill_random_nonzero(p.dtype(), buf.data(), static_cast<std::uint64_t>(p.n()),
+                          seed * 1000003u + static_cast<std::uint64_t>(a));
     }
     w.output_bytes = {static_cast<std::size_t>(p.n()) * es};
     return w;
@@ -212,17 +248,6 @@ Alignment align_pointers(std::span<const void* const> pointers, std::size_t elem
     }
   }
   return {1, 0};
-}
-
-void push_params(const ElementwiseProblem& p, std::span<const void* const> inputs, void* output, std::int64_t head,
-                 KernelArgs& args) {
-  std::uint64_t words[3 + kMaxInputs];
-  std::size_t k = 0;
-  words[k++] = reinterpret_cast<std::uintptr_t>(output);
-  for (const void* in : inputs) words[k++] = reinterpret_cast<std::uintptr_t>(in);
-  words[k++] = static_cast<std::uint64_t>(p.n());
-  words[k++] = static_cast<std::uint64_t>(head);
-  args.push_raw(words, k * sizeof(std::uint64_t), 8);
 }
 
 bool needs_index64(std::int64_t n) noexcept {

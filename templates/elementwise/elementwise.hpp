@@ -40,10 +40,6 @@ struct Alignment {
 Alignment align_pointers(std::span<const void* const> pointers, std::size_t element_size, int max_pack,
                          std::int64_t n) noexcept;
 
-/// Lays out the kernel's ew::Params<T, arity> (out, in[arity], n, head: 8-byte fields, no padding) as one argument.
-void push_params(const ElementwiseProblem& problem, std::span<const void* const> inputs, void* output,
-                 std::int64_t head, KernelArgs& args);
-
 /// True when the kernel needs 64-bit indices for n elements.
 bool needs_index64(std::int64_t n) noexcept;
 

@@ -352,9 +352,41 @@ class PermuteFamily final : public Family {
     return s;
   }
 
-  void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,
-                   std::span<void* const> outputs, KernelArgs& args) const override {
-    push_params(static_cast<const PermuteProblem&>(problem), config, inputs[0], outputs[0], args);
+  std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {
+    CallReader in(args);
+    const DType dtype = in.next_dtype();
+    std::vector<std::int64_t> shape = in.next_list();
+    std::vector<int> perm = in.next_list<int>();
+    return std::make_unique<PermuteProblem>(dtype, std::move(shape), std::move(perm));
+  }
+
+  std::vector<BufferSpec> buffers(const Problem& problem) const override {
+    const auto& p = static_cast<const PermuteProblem&>(problem);
+    std::vector<std::int64_t> out_shape;
+    for (int d : p.perm()) out_shape.push_back(p.shape()[static_cast<std::size_t>(d)]);
+    return {{"src", BufferRole::kIn, p.dtype(), p.shape(), {}}, {"dst", BufferRole::kOut, p.dtype(), out_shape, {}}};
+  }
+
+  // An empty tensor moves nothing; what simplifies to an identity is one device copy.
+  Shortcut shortcut(const Problem& problem) const override {
+    const auto& p = static_cast<const PermuteProblem&>(problem);
+    if (p.elements() == 0) return {Shortcut::Kind::kNothing};
+    if (is_identity(p.shape(), p.perm())) return {Shortcut::Kind::kCopy, 0, 1};
+    return {};
+  }
+
+  // The slot is log2 of the alignment both pointers share (1..16 bytes).
+  int variant(const Problem&, const Config&, const Bindings& b) const override {
+    return std::countr_zero(static_cast<unsigned>(std::min(b.alignment[0], b.alignment[1])));
+  }
+
+  Config variant_config(const Problem& problem, const Config& tuned, int slot,
+                        const DeviceInfo& device) const override {
+    return adapt_config(static_cast<const PermuteProblem&>(problem), tuned, 1 << slot, device);
+  }
+
+  void kernel_args(const Problem& problem, const Config& config, const Bindings& b, KernelArgs& args) const override {
+    push_params(static_cast<const PermuteProblem&>(problem), config, b.pointers[0], b.at(1), args);
   }
 
   Workload workload(const Problem& problem, std::uint64_t seed) const override {

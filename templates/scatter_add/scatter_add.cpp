@@ -27,13 +27,7 @@ bool index_type(DType d) {
 // Random values with magnitude in [0.25, 4) and random sign (never zero), stream `stream` of `seed`.
 void fill_random(DType dtype, std::vector<std::byte>& buf, std::uint64_t n, std::uint64_t seed) {
   buf.resize(n * dtype_size(dtype));
-  parallel_for(n, [&](std::uint64_t b, std::uint64_t e) {
-    for (std::uint64_t i = b; i < e; ++i) {
-      const std::uint64_t r = mix64(seed * 0x2545f4914f6cdd1dull + i);
-      const double mag = std::ldexp(1.0 + static_cast<double>(r >> 40) / double(1ull << 24), int(r & 3) - 2);
-      store_element(dtype, buf.data(), i, (r & 4) ? -mag : mag);
-    }
-  });
+  fill_random_nonzero(dtype, buf.data(), n, seed);
 }
 
 // A bijection of [0, n): a 4-round Feistel network on the next even power of two, cycle-walking back into
@@ -309,21 +303,89 @@ class ScatterAddFamily final : public Family {
     return s;
   }
 
-  void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,
-                   std::span<void* const> outputs, KernelArgs& args) const override {
+  // Values in the order of the public wrappers: api (kIndexAddCall, kScatterAddCall, kDotCall), dtype, then
+  // index_add: index dtype, dst_rows, index_count, src_rows, row_length; scatter_add: index dtype, dst_count,
+  // index_count, src_count; dot: n.
+  std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {
+    CallReader in(args);
+    const auto api = static_cast<Api>(in.next());
+    const DType dtype = in.next_dtype();
+    if (api == Api::kDot) return std::make_unique<ScatterAddProblem>(ScatterAddProblem::dot(dtype, in.next()));
+    const DType index_dtype = in.next_dtype();
+    const std::int64_t rows = in.next(), count = in.next(), src_rows = in.next();
+    const std::int64_t row_length = api == Api::kIndexAdd ? in.next() : 1;
+    return std::make_unique<ScatterAddProblem>(
+        ScatterAddProblem::call(api, dtype, index_dtype, rows, count, src_rows, row_length));
+  }
+
+  std::string_view op_name(const Problem& problem) const override {
+    return api_name(static_cast<const ScatterAddProblem&>(problem).api());
+  }
+
+  // index_add / scatter_add: dst, index, src; dot: x, y, out.
+  std::vector<BufferSpec> buffers(const Problem& problem) const override {
     const auto& p = static_cast<const ScatterAddProblem&>(problem);
-    void* workspace = outputs.size() > 1 ? outputs[1] : nullptr;
+    if (p.op() == Op::kDot)
+      return {{"x", BufferRole::kIn, p.dtype(), {p.count()}, {}},
+              {"y", BufferRole::kIn, p.dtype(), {p.count()}, {}},
+              {"out", BufferRole::kOut, p.dtype(), {1}, {}}};
+    BufferSpec index{"index", BufferRole::kIn, p.index_dtype(), {p.count()}, {}};
+    index.index_bound = p.rows();
+    return {{"dst", BufferRole::kInOut, p.dtype(), {p.rows(), p.row_length()}, {}},
+            std::move(index),
+            {"src", BufferRole::kIn, p.dtype(), {p.count(), p.row_length()}, {}}};
+  }
+
+  // Nothing to add is nothing to launch; the dot of empty vectors is 0.
+  Shortcut shortcut(const Problem& problem) const override {
+    const auto& p = static_cast<const ScatterAddProblem&>(problem);
+    if (p.op() == Op::kDot) return p.count() == 0 ? Shortcut{Shortcut::Kind::kZero, 0, 2} : Shortcut{};
+    if (p.count() == 0 || p.rows() == 0 || p.row_length() == 0) return {Shortcut::Kind::kNothing};
+    return {};
+  }
+
+  // dot: slot log2(vec) of the widest vector x and y share; index_add kernels take any alignment.
+  int variant(const Problem& problem, const Config& tuned, const Bindings& b) const override {
+    const auto& p = static_cast<const ScatterAddProblem&>(problem);
+    if (p.op() != Op::kDot) return 0;
+    const DotAlignment a = dot_alignment(b.pointers[0], b.pointers[1], dtype_size(p.dtype()),
+                                         static_cast<int>(tuned.at("vec")), p.count());
+    return std::countr_zero(static_cast<unsigned>(a.vec));
+  }
+
+  Config variant_config(const Problem& problem, const Config& tuned, int slot, const DeviceInfo&) const override {
+    Config c = tuned;
+    if (static_cast<const ScatterAddProblem&>(problem).op() == Op::kDot) c.set("vec", std::int64_t{1} << slot);
+    return c;
+  }
+
+  // dot: only the block counter at the end of the workspace must start at zero (every partial is written before
+  // it is read); the float workspace of index_add starts all zero.
+  LaunchPrep prep(const Problem& problem, const Config& config) const override {
+    const auto& p = static_cast<const ScatterAddProblem&>(problem);
+    LaunchPrep prep;
     if (p.op() == Op::kDot) {
-      const DotAlignment a = dot_alignment(inputs[0], inputs[1], dtype_size(p.dtype()),
+      prep.workspace_bytes = p.workspace_bytes();
+      prep.zero_begin = prep.workspace_bytes - 4;
+      prep.zero_end = prep.workspace_bytes;
+    } else if (config.at("workspace")) {
+      prep.workspace_bytes = prep.zero_end = p.workspace_bytes();
+    }
+    return prep;
+  }
+
+  void kernel_args(const Problem& problem, const Config& config, const Bindings& b, KernelArgs& args) const override {
+    const auto& p = static_cast<const ScatterAddProblem&>(problem);
+    if (p.op() == Op::kDot) {
+      const DotAlignment a = dot_alignment(b.pointers[0], b.pointers[1], dtype_size(p.dtype()),
                                            static_cast<int>(config.at("vec")), p.count());
-      // The tuner's buffers come from cuMemAlloc and are aligned: the compiled vec is the one that fits.
-      if (a.vec != config.at("vec"))
-        throw Error("jitune internal error: dot buffers do not allow vec=" +
-                    std::to_string(config.at("vec")));
-      push_dot_args(p, a, inputs[0], inputs[1], outputs[0], workspace, args);
+      if (a.vec != config.at("vec"))  // variant() picked the config from these pointers
+        throw Error("jitune internal error: dot buffers do not allow vec=" + std::to_string(config.at("vec")));
+      push_dot_args(p, a, b.pointers[0], b.pointers[1], b.at(2), b.workspace, args);
       return;
     }
-    push_index_add_args(p, config, outputs[0], inputs[0], inputs[1], workspace, 1.0f, args);
+    push_index_add_args(p, config, b.at(0), b.pointers[1], b.pointers[2], b.workspace,
+                        static_cast<float>(b.scalar(0, 1.0)), args);
   }
 
   Workload workload(const Problem& problem, std::uint64_t seed) const override {
@@ -333,9 +395,7 @@ class ScatterAddFamily final : public Family {
       w.inputs.resize(2);
       fill_random(p.dtype(), w.inputs[0], static_cast<std::uint64_t>(p.count()), seed * 2 + 1);
       fill_random(p.dtype(), w.inputs[1], static_cast<std::uint64_t>(p.count()), seed * 2 + 2);
-      w.output_bytes = {dtype_size(p.dtype()), p.workspace_bytes()};
-      w.initial_outputs = {{},
-                           std::vector<std::byte>(p.workspace_bytes())};  // result poisoned, workspace zero
+      w.output_bytes = {dtype_size(p.dtype())};
       return w;
     }
     const auto count = static_cast<std::uint64_t>(p.count());
@@ -362,10 +422,6 @@ class ScatterAddFamily final : public Family {
     fill_random(p.dtype(), initial, static_cast<std::uint64_t>(p.dst_elements()), seed * 3 + 2);
     w.output_bytes = {initial.size()};
     w.initial_outputs = {std::move(initial)};
-    if (p.workspace_possible()) {
-      w.output_bytes.push_back(p.workspace_bytes());
-      w.initial_outputs.emplace_back(p.workspace_bytes());
-    }
     return w;
   }
 
@@ -379,7 +435,6 @@ class ScatterAddFamily final : public Family {
                load_element(p.dtype(), w.inputs[1].data(), static_cast<std::uint64_t>(i));
       out.emplace_back(dtype_size(p.dtype()));
       store_element(p.dtype(), out.back().data(), 0, sum);
-      out.emplace_back(p.workspace_bytes());
       return out;
     }
     const std::int64_t d = p.row_length();
@@ -402,13 +457,11 @@ class ScatterAddFamily final : public Family {
     }
     out.emplace_back(acc.size() * dtype_size(p.dtype()));
     for (std::size_t e = 0; e < acc.size(); ++e) store_element(p.dtype(), out.back().data(), e, acc[e]);
-    if (p.workspace_possible()) out.emplace_back(p.workspace_bytes());
     return out;
   }
 
-  OutputCheck output_check(const Problem& problem, std::size_t index) const override {
+  OutputCheck output_check(const Problem& problem, std::size_t) const override {
     const auto& p = static_cast<const ScatterAddProblem&>(problem);
-    if (index == 1) return {DType::kFloat32, 0.0, 0.0};  // the workspace: all zeros between launches
     // Values of magnitude [0.25, 4): rms about 2.39 (a product of two: 5.69).
     if (p.op() == Op::kDot) return accumulation_check(p.dtype(), DType::kFloat32, p.count(), 5.69);
     // The workload gives every row ceil(count / rows) sources at most, plus the initial value.
@@ -471,15 +524,61 @@ ScatterAddProblem ScatterAddProblem::index_add(DType dtype, DType index_dtype, s
   return p;
 }
 
+std::string_view api_name(Api api) noexcept {
+  switch (api) {
+    case Api::kIndexAdd: return "index_add";
+    case Api::kScatterAdd: return "scatter_add";
+    case Api::kDot: return "dot";
+  }
+  return "scatter_add";
+}
+
+ScatterAddProblem ScatterAddProblem::call(Api api, DType dtype, DType index_dtype, std::int64_t rows,
+                                          std::int64_t count, std::int64_t src_rows, std::int64_t row_length) {
+  const std::string op(api_name(api));
+  if (!float_type(dtype))
+    throw InvalidArgument(op + ": dtype " + std::string(dtype_name(dtype)) +
+                          " is not supported; use float32, float16 or bfloat16");
+  if (!index_type(index_dtype))
+    throw InvalidArgument(op + ": index dtype " + std::string(dtype_name(index_dtype)) +
+                          " is not supported; use int32 or int64");
+  const char* names[] = {api == Api::kIndexAdd ? "dst_rows" : "dst_count", "index_count",
+                         api == Api::kIndexAdd ? "src_rows" : "src_count", "row_length"};
+  const std::int64_t values[] = {rows, count, src_rows, row_length};
+  for (int i = 0; i < 4; ++i)
+    if (values[i] < 0)
+      throw InvalidArgument(op + ": " + names[i] + " is negative (" + std::to_string(values[i]) + ")");
+  if (api == Api::kIndexAdd && src_rows != count)
+    throw InvalidArgument("index_add: src has " + std::to_string(src_rows) + " rows but index has " +
+                          std::to_string(count) +
+                          " entries; source row i goes to destination row index[i], so they must match");
+  if (api == Api::kScatterAdd && count > src_rows)
+    throw InvalidArgument("scatter_add: index has " + std::to_string(count) + " entries but src only " +
+                          std::to_string(src_rows) + " elements; index may not be longer than src");
+  // An empty call is valid and does nothing: keep its sizes as given (its buffers may be empty).
+  ScatterAddProblem p = rows > 0 && row_length > 0 && count > 0
+                            ? index_add(dtype, index_dtype, rows, count, row_length)
+                            : ScatterAddProblem();
+  p.op_ = Op::kIndexAdd;
+  p.api_ = api;
+  p.dtype_ = dtype;
+  p.index_dtype_ = index_dtype;
+  p.rows_ = rows;
+  p.count_ = count;
+  p.row_length_ = row_length;
+  return p;
+}
+
 ScatterAddProblem ScatterAddProblem::dot(DType dtype, std::int64_t n) {
   if (!float_type(dtype))
     throw InvalidArgument("dot: dtype " + std::string(dtype_name(dtype)) +
                           " is not supported; use float16, bfloat16 or float32");
-  if (n < 0) throw InvalidArgument("dot: length " + std::to_string(n) + " is negative");
+  if (n < 0) throw InvalidArgument("dot: n is negative (" + std::to_string(n) + ")");
   if (n > (std::int64_t{1} << 48))
     throw InvalidArgument("dot: length " + std::to_string(n) + " exceeds 2^48");
   ScatterAddProblem p;
   p.op_ = Op::kDot;
+  p.api_ = Api::kDot;
   p.dtype_ = dtype;
   p.count_ = n;
   return p;

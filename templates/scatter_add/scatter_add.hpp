@@ -14,6 +14,11 @@ namespace jitune::sa {
 /// Which operation a problem describes.
 enum class Op : std::uint8_t { kIndexAdd, kDot };
 
+/// Which public op a call came from (scatter_add is index_add with row_length 1).
+enum class Api : std::uint8_t { kIndexAdd, kScatterAdd, kDot };
+/// "index_add", "scatter_add" or "dot".
+std::string_view api_name(Api api) noexcept;
+
 /// Most destination elements the float-workspace strategy takes: the last block alone adds the workspace into
 /// the destination, which stays cheap up to about this size.
 constexpr std::int64_t kMaxWorkspaceElements = std::int64_t{1} << 20;
@@ -36,6 +41,11 @@ class ScatterAddProblem final : public Problem {
                                      std::int64_t row_length);
   /// dot of two vectors of n elements. Throws InvalidArgument for an unsupported dtype or n < 0.
   static ScatterAddProblem dot(DType dtype, std::int64_t n);
+  /// index_add / scatter_add as the public op was called: validates its sizes (src_rows is src's rows, or src's
+  /// element count for scatter_add) and accepts empty calls, which run nothing.
+  static ScatterAddProblem call(Api api, DType dtype, DType index_dtype, std::int64_t rows, std::int64_t count,
+                                std::int64_t src_rows, std::int64_t row_length);
+  Api api() const noexcept { return api_; }
 
   Op op() const noexcept { return op_; }
   DType dtype() const noexcept { return dtype_; }
@@ -61,6 +71,7 @@ class ScatterAddProblem final : public Problem {
  private:
   ScatterAddProblem() = default;
   Op op_ = Op::kIndexAdd;
+  Api api_ = Api::kIndexAdd;
   DType dtype_ = DType::kFloat32;
   DType index_dtype_ = DType::kInt64;
   std::int64_t rows_ = 1, count_ = 0, row_length_ = 1;

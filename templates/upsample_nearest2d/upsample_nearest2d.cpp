@@ -3,6 +3,7 @@
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 
@@ -371,12 +372,81 @@ class UpsampleFamily final : public Family {
     return grid_stride_shape(units, block, block * items, config.at("waves"), device);
   }
 
-  void kernel_args(const Problem& problem, const Config& config, std::span<void* const> inputs,
-                   std::span<void* const> outputs, KernelArgs& args) const override {
+  // Values in the order of the public wrapper: direction, dtype, layout, mode, n, c, in_h, in_w, out_h, out_w,
+  // then (has_scale, scale bits) for h and w.
+  std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {
+    CallReader in(args);
+    const auto direction = static_cast<Direction>(in.next());
+    UpsampleNearest2d s;
+    s.dtype = in.next_dtype();
+    s.layout = static_cast<ImageLayout>(in.next());
+    s.mode = static_cast<NearestMode>(in.next());
+    for (std::int64_t* v : {&s.n, &s.c, &s.in_h, &s.in_w, &s.out_h, &s.out_w}) *v = in.next();
+    for (std::optional<double>* scale : {&s.scale_h, &s.scale_w}) {
+      const bool given = in.next_bool();
+      const double value = in.next_double();
+      if (given) *scale = value;
+    }
+    return std::make_unique<UpsampleProblem>(direction, s);
+  }
+
+  std::string_view op_name(const Problem& problem) const override {
+    return static_cast<const UpsampleProblem&>(problem).backward() ? "upsample_nearest2d_backward"
+                                                                     : "upsample_nearest2d";
+  }
+
+  std::vector<BufferSpec> buffers(const Problem& problem) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    const bool fwd = !p.backward();
+    return {{fwd ? "input" : "grad_output", BufferRole::kIn, p.dtype(), {p.src_numel()}, {}},
+            {fwd ? "output" : "grad_input", BufferRole::kOut, p.dtype(), {p.dst_numel()}, {}}};
+  }
+
+  // PyTorch copies when the sizes are equal (both directions).
+  Shortcut shortcut(const Problem& problem) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    if (p.src_numel() == 0 || p.dst_numel() == 0) return {Shortcut::Kind::kNothing};
+    if (p.copy()) return {Shortcut::Kind::kCopy, 0, 1};
+    return {};
+  }
+
+  // Slots 4..7: the packed 2x kernel at pack 1..8; slots 0..3: the tuned general kernel (or the gather, when the
+  // 2x kernel's pair accesses do not fit these pointers).
+  int variant(const Problem& problem, const Config& tuned, const Bindings& b) const override {
+    const auto& p = static_cast<const UpsampleProblem&>(problem);
+    auto kernel = static_cast<KernelKind>(tuned.at("kernel"));
+    auto strategy = static_cast<Strategy>(tuned.at("strategy"));
+    const int max_pack = static_cast<int>(tuned.at("pack"));
+    int pack = usable_pack(p, kernel, strategy, max_pack, b.pointers[0], b.pointers[1]);
+    if (pack == 0) {
+      kernel = KernelKind::kGeneral;
+      pack = usable_pack(p, kernel, Strategy::kGather, max_pack, b.pointers[0], b.pointers[1]);
+    }
+    return (kernel == KernelKind::kPacked2x ? 4 : 0) + std::countr_zero(static_cast<unsigned>(pack));
+  }
+
+  Config variant_config(const Problem&, const Config& tuned, int slot, const DeviceInfo&) const override {
+    Config c = tuned;
+    if (slot < 4 && static_cast<KernelKind>(tuned.at("kernel")) == KernelKind::kPacked2x) {
+      c.set("kernel", static_cast<std::int64_t>(KernelKind::kGeneral));
+      c.set("strategy", static_cast<std::int64_t>(Strategy::kGather));
+    }
+    c.set("pack", std::int64_t{1} << (slot & 3));
+    return c;
+  }
+
+  // The scatter accumulates into the destination, which starts at zero.
+  LaunchPrep prep(const Problem&, const Config& config) const override {
+    LaunchPrep prep;
+    if (static_cast<Strategy>(config.at("strategy")) == Strategy::kScatter) prep.zero_buffers = 1u << 1;
+    return prep;
+  }
+
+  void kernel_args(const Problem& problem, const Config& config, const Bindings& b, KernelArgs& args) const override {
     const auto& p = static_cast<const UpsampleProblem&>(problem);
     args.push(make_params(p, static_cast<KernelKind>(config.at("kernel")),
                           static_cast<Strategy>(config.at("strategy")), static_cast<int>(config.at("pack")),
-                          inputs[0], outputs[0]));
+                          b.pointers[0], b.at(1)));
   }
 
   Workload workload(const Problem& problem, std::uint64_t seed) const override {

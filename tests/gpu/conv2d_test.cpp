@@ -191,10 +191,10 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
     REQUIRE(sample.size() >= 10);
     const Workload w = fam.workload(p, 31);
     const auto expected = fam.reference(p, w);
-    const tuner::DeviceWorkload dw(fam, p, w, expected);
+    tuner::DeviceWorkload dw(fam, p, w, expected);
     const OutputCheck check = fam.output_check(p, 0);
     const std::uint64_t count = w.output_bytes[0] / dtype_size(p.dtype());
-    tuner::CompilePool pool(rt.impl().compiler, fam, p, sample, rt.device().arch(), 0, false);
+    tuner::CompilePool pool(internal::impl(rt).compiler, fam, p, sample, rt.device().arch(), 0, false);
     std::size_t ran = 0;
     while (auto batch = pool.next()) {
       REQUIRE(batch->output->ok);
@@ -206,7 +206,7 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
         LaunchShape shape = fam.launch_shape(p, config, rt.device());
         ready_function(f, shape, rt.device());
         KernelArgs args;
-        fam.kernel_args(p, config, dw.inputs(), dw.outputs(), args);
+        fam.kernel_args(p, config, dw.bindings(fam.prep(p, config)), args);
         dw.reset_outputs(stream.get());
         driver::check(launch_kernel(f, shape, stream.get(), args.pointers()), "launch_kernel");
         JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
@@ -244,9 +244,9 @@ TEST_CASE("the tuned pick is used exactly by a new Runtime, and warm calls skip 
   CHECK(x.level == MatchLevel::kExact);
   CHECK(x.config == tuned);
   check_conv(rt, DType::kFloat16, s, 0, 21);
-  CHECK(rt.impl().compiler.compile_count() == 0);  // the winner's binary came from the disk cache
+  CHECK(internal::impl(rt).compiler.compile_count() == 0);  // the winner's binary came from the disk cache
   check_conv(rt, DType::kFloat16, s, 0, 22);
-  CHECK(rt.impl().compiler.compile_count() == 0);
+  CHECK(internal::impl(rt).compiler.compile_count() == 0);
 }
 
 TEST_CASE("launches go on the caller's stream") {

@@ -210,7 +210,7 @@ TEST_CASE("waves 0 launches one balanced wave: every block resident, the same nu
                         {"rows", 32 * 32 / block}, {"block", block}, {"waves", 0}, {"group", 1},
                         {"batch_order", 0}};
     REQUIRE(fam.validate(p, config, rt.device()).empty());
-    const Kernel& k = rt.impl().kernel(fam, p, config);
+    const Kernel& k = internal::impl(rt).kernel(fam, p, config);
     const std::uint64_t tiles = 32 * 94;  // ceil(1000 / 32) x ceil(3000 / 32)
     REQUIRE(k.shape.balance_units == tiles);
     int per_sm = 0;
@@ -253,7 +253,7 @@ TEST_CASE(
     MESSAGE("skipped: programmatic dependent launch needs sm_90 or newer; this GPU is ", rt.device().arch());
     return;
   }
-  const CompiledProgram program = rt.impl().compiler.compile(
+  const CompiledProgram program = internal::impl(rt).compiler.compile(
       kProducerProgram, {"pdl_producer", "pdl_copy_without_wait"}, rt.device().arch(), false);
   REQUIRE_MESSAGE(program.ok, program.log);
   driver::Module module(program.cubin.data());

@@ -160,11 +160,13 @@ void run_config(Runtime& rt, const Case& c, const Config& config, std::uint64_t 
   Prepared p = prepare(c, seed);
   driver::DeviceBuffer ws(std::max<std::size_t>(problem->workspace_bytes(), 4));
   JITUNE_CU_CHECK(cuMemsetD8(ws.get(), 0, ws.bytes()));
-  Runtime::Impl& impl = rt.impl();
+  Runtime::Impl& impl = internal::impl(rt);
   const Kernel& k = impl.kernel(fam(), *problem, config);
   KernelArgs args;
-  sa::push_index_add_args(*problem, config, p.dst_ptr(), p.index->at(0), p.src->at(c.src_offset * p.es),
-                          ws.data(), c.alpha, args);
+  const void* pointers[] = {p.dst_ptr(), p.index->at(0), p.src->at(c.src_offset * p.es)};
+  const std::uint8_t alignment[] = {16, 16, 16};  // unused by index_add's kernel_args
+  const double scalars[] = {c.alpha};
+  fam().kernel_args(*problem, config, Bindings{pointers, alignment, ws.data(), scalars}, args);
   impl.launch(k, args, nullptr);
   JITUNE_CU_CHECK(cuCtxSynchronize());
   verify(c, p, c.dtype == DType::kFloat32 || config.at("workspace") == 1, config.text());
@@ -289,7 +291,7 @@ TEST_CASE("memcheck: the fast path never touches memory past either end of the d
             for (std::int64_t col = 0; col < d; ++col)
               ref[static_cast<std::size_t>(idx[i] * d + col)] +=
                   load_element(dtype, src_host.data(), static_cast<std::uint64_t>(i * d + col));
-          const Kernel& k = rt.impl().kernel(fam(), *problem, config);
+          const Kernel& k = internal::impl(rt).kernel(fam(), *problem, config);
           // (a) An allocation of exactly the destination: its last element sits at an even offset, so its
           // pair neighbour would lie past the allocation's end (compute-sanitizer reports any such access).
           // (b) The destination one element into an allocation: its first element's neighbour is the
@@ -300,9 +302,10 @@ TEST_CASE("memcheck: the fast path never touches memory past either end of the d
             const CUdeviceptr dst = mem.get() + static_cast<std::size_t>(layout) * es;
             JITUNE_CU_CHECK(cuMemcpyHtoD(dst, initial.data(), initial.size()));
             KernelArgs args;
-            sa::push_index_add_args(*problem, config, reinterpret_cast<void*>(dst), index.data(), src.data(),
-                                    nullptr, 1.0f, args);
-            rt.impl().launch(k, args, nullptr);
+            const void* pointers[] = {reinterpret_cast<void*>(dst), index.data(), src.data()};
+            const std::uint8_t alignment[] = {16, 16, 16};  // unused by index_add's kernel_args
+            fam().kernel_args(*problem, config, Bindings{pointers, alignment, nullptr, {}}, args);
+            internal::impl(rt).launch(k, args, nullptr);
             JITUNE_CU_CHECK(cuCtxSynchronize());
             std::vector<std::byte> got(mem.bytes());
             JITUNE_CU_CHECK(cuMemcpyDtoH(got.data(), mem.get(), got.size()));

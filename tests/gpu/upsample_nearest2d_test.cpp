@@ -184,7 +184,7 @@ TEST_CASE("the scatter strategy (fast atomic add) through a stored record, every
         s.scale_h = s.scale_w = factor;
         const UpsampleProblem p(Direction::kBackward, s);
         cache::Record rec;
-        rec.key = rt.impl().record_key(fam(), p);
+        rec.key = internal::impl(rt).record_key(fam(), p);
         rec.group = p.group();
         rec.features = p.features();
         rec.config = Config{{"kernel", 0}, {"strategy", 1}, {"pack", 2}, {"block", 128}, {"items", 2}, {"waves", 2}}
@@ -192,7 +192,7 @@ TEST_CASE("the scatter strategy (fast atomic add) through a stored record, every
         rec.time_us = 1;
         rec.reps = 1;
         rec.created_at = "2026-11-21T00:00:00Z";
-        rt.impl().user_store->put(rec);
+        internal::impl(rt).user_store->put(rec);
         rt.reload();
         REQUIRE(rt.explain("upsample_nearest2d", p.signature()).config == rec.config);
         check_call(rt, Direction::kBackward, s, ++seed);        // grad_input is zeroed before the atomics
@@ -378,7 +378,7 @@ TEST_CASE("the tuned pick: a tuned record is used exactly, by a new Runtime, wit
   CHECK(x.level == MatchLevel::kExact);
   CHECK(x.config == tuned);
   check_call(rt, Direction::kBackward, s, 4242);
-  CHECK(rt.impl().compiler.compile_count() == 0);  // the winner's binary came from the disk cache
+  CHECK(internal::impl(rt).compiler.compile_count() == 0);  // the winner's binary came from the disk cache
   UpsampleNearest2d other = s;
   other.n = 6;
   Explanation near = rt.explain("upsample_nearest2d", upsample_nearest2d_signature(other, true));

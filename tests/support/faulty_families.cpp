@@ -61,10 +61,16 @@ class FaultFamily final : public Family {
     s.grid.x = static_cast<unsigned>((n + c.at("block") - 1) / c.at("block"));
     return s;
   }
-  void kernel_args(const Problem& p, const Config&, std::span<void* const> in, std::span<void* const> out,
-                   KernelArgs& args) const override {
-    args.push(in[0]);
-    args.push(out[0]);
+  std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {
+    return std::make_unique<FaultProblem>(CallReader(args).next());
+  }
+  std::vector<BufferSpec> buffers(const Problem& p) const override {
+    const std::int64_t n = static_cast<const FaultProblem&>(p).n();
+    return {{"x", BufferRole::kIn, DType::kFloat32, {n}, {}}, {"y", BufferRole::kOut, DType::kFloat32, {n}, {}}};
+  }
+  void kernel_args(const Problem& p, const Config&, const Bindings& b, KernelArgs& args) const override {
+    args.push(b.pointers[0]);
+    args.push(b.at(1));
     args.push(static_cast<long long>(static_cast<const FaultProblem&>(p).n()));
   }
   Workload workload(const Problem& p, std::uint64_t seed) const override {

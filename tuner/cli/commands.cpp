@@ -287,7 +287,7 @@ std::unique_ptr<tuner::CompilePrefetch> start_prefetch(Runtime& rt, const TuneAr
   if (jobs.size() <= 1 || !args.configs.empty() || args.strategy == "random") return nullptr;
   std::vector<tuner::CompilePrefetch::Job> ahead;
   for (std::size_t j = 0; j < jobs.size(); ++j) ahead.push_back({jobs[j].first, problems[j]});
-  return std::make_unique<tuner::CompilePrefetch>(rt.impl().compiler, rt.impl().device, *memo,
+  return std::make_unique<tuner::CompilePrefetch>(internal::impl(rt).compiler, internal::impl(rt).device, *memo,
                                                   std::move(ahead), args.threads,
                                                   tune_options(args, memo).reject_spills, 1);
 }
@@ -312,12 +312,12 @@ int devices(const Common& common) {
       out.push_back({{"ordinal", i}, {"name", d.name}, {"arch", d.arch()}, {"sm_count", d.sm_count},
                      {"l2_bytes", d.l2_bytes}, {"memory_bytes", d.global_memory_bytes},
                      {"max_shared_per_block_optin", d.max_shared_per_block_optin},
-                     {"driver_version", d.driver_version}, {"nvrtc_version", rt.impl().compiler.nvrtc_version()}});
+                     {"driver_version", d.driver_version}, {"nvrtc_version", internal::impl(rt).compiler.nvrtc_version()}});
     } else {
       std::printf("%d: %s  %s  %d SMs  L2 %lld MiB  memory %.1f GiB  smem/block %d KiB  driver %d.%d  NVRTC %s\n", i,
                   d.name.c_str(), d.arch().c_str(), d.sm_count, static_cast<long long>(d.l2_bytes >> 20),
                   static_cast<double>(d.global_memory_bytes) / (1 << 30), d.max_shared_per_block_optin / 1024,
-                  d.driver_version / 1000, d.driver_version % 1000 / 10, rt.impl().compiler.nvrtc_version().c_str());
+                  d.driver_version / 1000, d.driver_version % 1000 / 10, internal::impl(rt).compiler.nvrtc_version().c_str());
     }
   }
   if (common.json) std::cout << json{{"devices", out}}.dump(2) << "\n";
@@ -536,7 +536,7 @@ int cache_merge(const Common& common, const std::string& file) {
 
 int cache_revalidate(const Common& common, const std::string& family_name, int runners_up) {
   Runtime rt(runtime_options(common));
-  Runtime::Impl& impl = rt.impl();
+  Runtime::Impl& impl = internal::impl(rt);
   if (!impl.user_store || impl.user_store->read_only())
     throw StoreError("jitune cache revalidate needs a writable user cache (" + impl.options.user_cache.string() + ")");
   const DeviceInfo& dev = rt.device();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include <jitune/call.hpp>
 #include <jitune/runtime.hpp>
 #include <jitune/tensor.hpp>
 
@@ -24,6 +25,17 @@ struct Conv2dParams {
 /// ...).
 std::array<std::int64_t, 4> conv2d_output_shape(const Conv2dParams& params);
 
+/// The call's values in the order the conv2d family reads them: dtype, input, weight, stride, padding, dilation,
+/// bias flag.
+inline void conv2d_call_args(CallArgs& args, const Conv2dParams& params, DType dtype, bool has_bias) {
+  args.add(static_cast<std::int64_t>(dtype));
+  for (const auto* part : {params.input.data(), params.weight.data()})
+    for (int i = 0; i < 4; ++i) args.add(part[i]);
+  for (const auto* part : {params.stride.data(), params.padding.data(), params.dilation.data()})
+    for (int i = 0; i < 2; ++i) args.add(part[i]);
+  args.add(has_bias ? 1 : 0);
+}
+
 /// y = conv2d(x, w) + bias on `stream`: x {N, C, H, W}, w {K, C, R, S}, bias {K} (nullptr: none), y {N, K, P,
 /// Q}, all contiguous, of `dtype`; y must not overlap the inputs (float32, float16 or bfloat16; products are
 /// summed in float). Any element-aligned pointers work; wider vector accesses are used where the addresses
@@ -31,10 +43,19 @@ std::array<std::int64_t, 4> conv2d_output_shape(const Conv2dParams& params);
 /// mismatch between x and w, a filter (with dilation) larger than the padded input, non-positive sizes /
 /// strides / dilations, negative padding, null or misaligned pointers, or an unsupported dtype; CompileError
 /// if NVRTC rejects the kernel.
-void conv2d(Runtime& runtime, const void* x, const void* w, const void* bias, void* y,
-            const Conv2dParams& params, DType dtype, Stream stream = nullptr);
+inline void conv2d(Runtime& runtime, const void* x, const void* w, const void* bias, void* y,
+                   const Conv2dParams& params, DType dtype, Stream stream = nullptr) {
+  CallArgs args;
+  conv2d_call_args(args, params, dtype, bias != nullptr);
+  const void* buffers[] = {x, w, bias, y};
+  call(runtime, "conv2d", args, buffers, stream);
+}
 
 /// The canonical problem signature of a conv2d call (for Runtime::explain and the tuning store).
-std::string conv2d_signature(const Conv2dParams& params, DType dtype, bool has_bias);
+inline std::string conv2d_signature(const Conv2dParams& params, DType dtype, bool has_bias) {
+  CallArgs args;
+  conv2d_call_args(args, params, dtype, has_bias);
+  return call_signature("conv2d", args);
+}
 
 }  // namespace jitune

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include <jitune/call.hpp>
 #include <jitune/runtime.hpp>
 #include <jitune/tensor.hpp>
 
@@ -21,8 +22,13 @@ namespace jitune {
 /// `stream`. Throws InvalidArgument when perm is not a permutation of 0..n-1, the lengths differ, an extent
 /// is negative, there are more than 8 dims, a pointer is null or misaligned for the dtype, or src and dst
 /// overlap.
-void permute(Runtime& runtime, const void* src, void* dst, std::span<const std::int64_t> shape,
-             std::span<const int> perm, DType dtype, Stream stream = nullptr);
+inline void permute(Runtime& runtime, const void* src, void* dst, std::span<const std::int64_t> shape,
+                    std::span<const int> perm, DType dtype, Stream stream = nullptr) {
+  CallArgs args;
+  args.add(static_cast<std::int64_t>(dtype)).add_list(shape).add_list(perm);
+  const void* buffers[] = {src, dst};
+  call(runtime, "permute", args, buffers, stream);
+}
 
 /// Same as above with the shape and permutation inline: `permute(rt, x, y, {64, 1024, 1024}, {0, 2, 1},
 /// dtype)`.
@@ -34,6 +40,10 @@ inline void permute(Runtime& runtime, const void* src, void* dst, std::initializ
 
 /// The canonical problem signature of a permute call, for Runtime::explain and the tuning store:
 /// "dtype=float32;perm=0,2,1;shape=64x1024x1024".
-std::string permute_signature(std::span<const std::int64_t> shape, std::span<const int> perm, DType dtype);
+inline std::string permute_signature(std::span<const std::int64_t> shape, std::span<const int> perm, DType dtype) {
+  CallArgs args;
+  args.add(static_cast<std::int64_t>(dtype)).add_list(shape).add_list(perm);
+  return call_signature("permute", args);
+}
 
 }  // namespace jitune

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include <jitune/call.hpp>
 #include <jitune/runtime.hpp>
 #include <jitune/tensor.hpp>
 
@@ -31,29 +32,55 @@ struct ScatterAddOptions {
 /// Throws InvalidArgument when src_rows != index_count, for negative sizes, null or misaligned pointers, an
 /// unsupported dtype, or (with options.check_indices) an index out of range. dst must not overlap src or
 /// index.
-void index_add(Runtime& runtime, void* dst, std::int64_t dst_rows, const void* index,
-               std::int64_t index_count, DType index_dtype, const void* src, std::int64_t src_rows,
-               std::int64_t row_length, DType dtype, Stream stream = nullptr,
-               const ScatterAddOptions& options = {});
+inline void index_add(Runtime& runtime, void* dst, std::int64_t dst_rows, const void* index,
+                      std::int64_t index_count, DType index_dtype, const void* src, std::int64_t src_rows,
+                      std::int64_t row_length, DType dtype, Stream stream = nullptr,
+                      const ScatterAddOptions& options = {}) {
+  CallArgs args;
+  args.add(0).add(static_cast<std::int64_t>(dtype)).add(static_cast<std::int64_t>(index_dtype));
+  args.add(dst_rows).add(index_count).add(src_rows).add(row_length).scalar(options.alpha);
+  const void* buffers[] = {dst, index, src};
+  call(runtime, "scatter_add", args, buffers, stream, {options.check_indices});
+}
 
 /// torch's 1-D `dst.scatter_add_(0, index, src)`: dst[index[i]] += alpha * src[i] for i < index_count.
 /// As in torch, src may be longer than index (its first index_count elements are used); a longer index is an
 /// InvalidArgument. The same kernels as index_add with row_length 1.
-void scatter_add(Runtime& runtime, void* dst, std::int64_t dst_count, const void* index,
-                 std::int64_t index_count, DType index_dtype, const void* src, std::int64_t src_count,
-                 DType dtype, Stream stream = nullptr, const ScatterAddOptions& options = {});
+inline void scatter_add(Runtime& runtime, void* dst, std::int64_t dst_count, const void* index,
+                        std::int64_t index_count, DType index_dtype, const void* src, std::int64_t src_count,
+                        DType dtype, Stream stream = nullptr, const ScatterAddOptions& options = {}) {
+  CallArgs args;
+  args.add(1).add(static_cast<std::int64_t>(dtype)).add(static_cast<std::int64_t>(index_dtype));
+  args.add(dst_count).add(index_count).add(src_count).scalar(options.alpha);
+  const void* buffers[] = {dst, index, src};
+  call(runtime, "scatter_add", args, buffers, stream, {options.check_indices});
+}
 
 /// out[0] = sum of x[i] * y[i] over n elements, accumulated in float and rounded once to dtype (float16,
 /// bfloat16 or float32; `out` holds one element of dtype). Deterministic for a given device and tuned
 /// configuration. n == 0 writes 0. Throws InvalidArgument for null or misaligned pointers, negative n or an
 /// unsupported dtype.
-void dot(Runtime& runtime, const void* x, const void* y, std::int64_t n, void* out, DType dtype,
-         Stream stream = nullptr);
+inline void dot(Runtime& runtime, const void* x, const void* y, std::int64_t n, void* out, DType dtype,
+                Stream stream = nullptr) {
+  CallArgs args;
+  args.add(2).add(static_cast<std::int64_t>(dtype)).add(n);
+  const void* buffers[] = {x, y, out};
+  call(runtime, "scatter_add", args, buffers, stream);
+}
 
 /// The problem signature of an index_add / scatter_add call (family "scatter_add"), for Runtime::explain.
-std::string index_add_signature(std::int64_t dst_rows, std::int64_t index_count, std::int64_t row_length,
-                                DType dtype, DType index_dtype);
+inline std::string index_add_signature(std::int64_t dst_rows, std::int64_t index_count, std::int64_t row_length,
+                                       DType dtype, DType index_dtype) {
+  CallArgs args;
+  args.add(0).add(static_cast<std::int64_t>(dtype)).add(static_cast<std::int64_t>(index_dtype));
+  args.add(dst_rows).add(index_count).add(index_count).add(row_length);
+  return call_signature("scatter_add", args);
+}
 /// The problem signature of a dot call (family "scatter_add").
-std::string dot_signature(std::int64_t n, DType dtype);
+inline std::string dot_signature(std::int64_t n, DType dtype) {
+  CallArgs args;
+  args.add(2).add(static_cast<std::int64_t>(dtype)).add(n);
+  return call_signature("scatter_add", args);
+}
 
 }  // namespace jitune

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include <jitune/call.hpp>
 #include <jitune/runtime.hpp>
 #include <jitune/tensor.hpp>
 
@@ -47,14 +48,28 @@ struct UpsampleNearest2d {
   DType dtype = DType::kFloat32;         ///< float32, float16 or bfloat16.
 };
 
+/// The call's values in the order the upsample_nearest2d family reads them.
+inline void upsample_nearest2d_call_args(CallArgs& args, const UpsampleNearest2d& s, bool backward) {
+  args.add(backward ? 1 : 0).add(static_cast<std::int64_t>(s.dtype)).add(static_cast<std::int64_t>(s.layout));
+  args.add(static_cast<std::int64_t>(s.mode));
+  for (std::int64_t v : {s.n, s.c, s.in_h, s.in_w, s.out_h, s.out_w}) args.add(v);
+  for (const std::optional<double>& scale : {s.scale_h, s.scale_w})
+    args.add(scale.has_value() ? 1 : 0).add_double(scale.value_or(0.0));
+}
+
 /// output = F.interpolate(input, ..., mode) for contiguous `input` (n, c, in_h, in_w) and `output` (n, c, out_h,
 /// out_w) in `shape.layout`. Bit-identical to PyTorch's CUDA result. Exact 2x in both dimensions runs OneFlow's
 /// packed 2x kernel when the pointers allow its vector accesses; every other case a tuned gather. Pointers need only
 /// be aligned to the element size; the widest vector access they allow is used. Runs asynchronously on `stream`.
 /// Throws InvalidArgument for non-positive sizes or scales, a missing size and scale, an output size PyTorch would
 /// reject, an unsupported dtype, null or misaligned pointers, or overlapping input and output.
-void upsample_nearest2d(Runtime& runtime, const UpsampleNearest2d& shape, const void* input, void* output,
-                        Stream stream = nullptr);
+inline void upsample_nearest2d(Runtime& runtime, const UpsampleNearest2d& shape, const void* input, void* output,
+                               Stream stream = nullptr) {
+  CallArgs args;
+  upsample_nearest2d_call_args(args, shape, false);
+  const void* buffers[] = {input, output};
+  call(runtime, "upsample_nearest2d", args, buffers, stream);
+}
 
 /// grad_input = the gradient of upsample_nearest2d with `shape` for `grad_output` (n, c, out_h, out_w), written
 /// (not accumulated) into `grad_input` (n, c, in_h, in_w), as PyTorch's CUDA aten::upsample_nearest2d_backward (and
@@ -64,12 +79,21 @@ void upsample_nearest2d(Runtime& runtime, const UpsampleNearest2d& shape, const 
 /// float steps round unevenly; jitune follows PyTorch.) Exact 2x reads each 2x2 block once and writes once; other
 /// scales either gather each window (atomic-free) or scatter with packed atomics, whichever the tuning picked.
 /// Sums run in float; the gathers reproduce PyTorch's order, so they match it bit for bit. Same errors as above.
-void upsample_nearest2d_backward(Runtime& runtime, const UpsampleNearest2d& shape, const void* grad_output,
-                                 void* grad_input, Stream stream = nullptr);
+inline void upsample_nearest2d_backward(Runtime& runtime, const UpsampleNearest2d& shape, const void* grad_output,
+                                        void* grad_input, Stream stream = nullptr) {
+  CallArgs args;
+  upsample_nearest2d_call_args(args, shape, true);
+  const void* buffers[] = {grad_output, grad_input};
+  call(runtime, "upsample_nearest2d", args, buffers, stream);
+}
 
 /// The canonical problem signature of a call, for Runtime::explain and the tuning store:
 /// "c=32;direction=forward;dtype=float32;in_h=80;in_w=80;layout=nchw;mode=nearest;n=16;out_h=160;out_w=160;
 /// scale_h=2;scale_w=2". Throws InvalidArgument as the ops do.
-std::string upsample_nearest2d_signature(const UpsampleNearest2d& shape, bool backward = false);
+inline std::string upsample_nearest2d_signature(const UpsampleNearest2d& shape, bool backward = false) {
+  CallArgs args;
+  upsample_nearest2d_call_args(args, shape, backward);
+  return call_signature("upsample_nearest2d", args);
+}
 
 }  // namespace jitune

@@ -1,0 +1,212 @@
+// The one dispatch every op goes through: the call-site key (family + the call's raw values), the call site's
+// problem, buffer specs and decision (made once), the pointer check (once per pointer set), the kernel variant the
+// pointers allow, the launch preparation (workspace, zeroed outputs) and the launch. A warm call is one hash
+// lookup under a shared lock, a few comparisons, and cuLaunchKernel.
+#include "runtime/dispatch.hpp"
+
+#include <cstring>
+
+#include "runtime/index_check.hpp"
+
+namespace jitune {
+namespace {
+
+// The call-site key: the family's address, the key values' bytes, then the text. Built on the stack for the usual
+// call (no heap allocation on the warm path).
+class CallKey {
+ public:
+  CallKey(const Family& family, const CallArgs& args) {
+    const auto values = args.values();
+    const std::size_t size = sizeof(const Family*) + values.size_bytes() + args.text().size();
+    char* out = size <= sizeof(inline_) ? inline_ : (heap_.resize(size), heap_.data());
+    const Family* f = &family;
+    std::memcpy(out, &f, sizeof f);
+    if (!values.empty()) std::memcpy(out + sizeof f, values.data(), values.size_bytes());
+    if (!args.text().empty()) std::memcpy(out + sizeof f + values.size_bytes(), args.text().data(), args.text().size());
+    view_ = {out, size};
+  }
+  CallKey(const CallKey&) = delete;
+  CallKey& operator=(const CallKey&) = delete;
+  std::string_view view() const noexcept { return view_; }
+
+ private:
+  char inline_[384];
+  std::string heap_;
+  std::string_view view_;
+};
+
+std::uint64_t hash_pointers(std::span<const void* const> pointers) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const void* p : pointers) h = (h ^ reinterpret_cast<std::uintptr_t>(p)) * 0x100000001b3ull;
+  return h | 1;  // never 0, the "nothing checked yet" value
+}
+
+std::string quoted(const BufferSpec& spec) { return spec.name; }
+
+bool writes(const BufferSpec& spec) noexcept { return spec.role != BufferRole::kIn; }
+
+// A zeroed range of a workspace in stream order: allocated (and partly cleared) on the stream, freed there after
+// the kernel, so concurrent calls on different streams never share one.
+class StreamWorkspace {
+ public:
+  StreamWorkspace(const LaunchPrep& prep, CUstream stream) : stream_(stream) {
+    if (prep.workspace_bytes == 0) return;
+    JITUNE_CU_CHECK(cuMemAllocAsync(&ptr_, prep.workspace_bytes, stream));
+    if (prep.zero_end > prep.zero_begin) {
+      const CUresult r =
+          driver::api().cuMemsetD8Async(ptr_ + prep.zero_begin, 0, prep.zero_end - prep.zero_begin, stream);
+      if (r != CUDA_SUCCESS) {
+        driver::api().cuMemFreeAsync(ptr_, stream);
+        driver::check(r, "cuMemsetD8Async (workspace)");
+      }
+    }
+  }
+  ~StreamWorkspace() {
+    if (ptr_) driver::api().cuMemFreeAsync(ptr_, stream_);  // never throws; the memory returns to the pool
+  }
+  StreamWorkspace(const StreamWorkspace&) = delete;
+  StreamWorkspace& operator=(const StreamWorkspace&) = delete;
+  void* data() const noexcept { return reinterpret_cast<void*>(ptr_); }
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  CUstream stream_;
+};
+
+}  // namespace
+
+CallSite& CallSites::site(Runtime::Impl& impl, const Family& family, const CallArgs& args) {
+  const CallKey key(family, args);
+  {
+    std::shared_lock lock(mutex_);
+    if (auto it = sites_.find(key.view()); it != sites_.end()) return *it->second;
+  }
+  auto site = std::make_unique<CallSite>();
+  site->family = &family;
+  site->problem = family.problem_from_call(args);  // validates the call; throws before anything is remembered
+  site->specs = family.buffers(*site->problem);
+  site->op = std::string(family.op_name(*site->problem));
+  site->shortcut = family.shortcut(*site->problem);
+  for (const BufferSpec& spec : site->specs) {
+    site->stride_alignment.push_back(spec.stride_alignment());
+    site->extent.push_back(spec.extent_bytes());
+  }
+  if (site->specs.size() > kMaxBuffers)
+    throw Error("jitune internal error: " + site->op + " declares more than 16 buffers");
+  if (site->shortcut.kind == Shortcut::Kind::kNone) site->decision = &impl.decide(family, *site->problem);
+  std::unique_lock lock(mutex_);
+  return *sites_.try_emplace(std::string(key.view()), std::move(site)).first->second;
+}
+
+void CallSites::clear() {
+  std::unique_lock lock(mutex_);
+  for (auto& [key, site] : sites_) retired_.push_back(std::move(site));
+  sites_.clear();
+}
+
+void check_buffers(const Runtime::Impl& impl, const CallSite& site, std::span<const void* const> pointers) {
+  const std::size_t n = site.specs.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const BufferSpec& spec = site.specs[i];
+    const auto address = reinterpret_cast<std::uintptr_t>(pointers[i]);
+    if (site.extent[i] == 0) continue;  // an empty buffer (an absent optional one too) may be anything
+    const std::size_t es = dtype_size(spec.dtype);
+    if (address == 0)
+      throw InvalidArgument(site.op + ": " + quoted(spec) + " pointer is null; pass a device pointer to " +
+                            std::string(dtype_name(spec.dtype)) + " elements");
+    if (address % es != 0)
+      throw InvalidArgument(site.op + ": " + quoted(spec) + " pointer is not aligned to its " + std::to_string(es) +
+                            "-byte " + std::string(dtype_name(spec.dtype)) + " elements");
+  }
+  // An output must not share memory with another buffer (except an in-place output with an input's very range).
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!writes(site.specs[i]) || site.extent[i] == 0 || !pointers[i]) continue;
+    const auto a = reinterpret_cast<std::uintptr_t>(pointers[i]);
+    for (std::size_t j = 0; j < n; ++j) {
+      if (j == i || site.extent[j] == 0 || !pointers[j]) continue;
+      const auto b = reinterpret_cast<std::uintptr_t>(pointers[j]);
+      if (a >= b + site.extent[j] || b >= a + site.extent[i]) continue;
+      const bool same_range = a == b && site.extent[i] == site.extent[j];
+      if (same_range && site.specs[i].in_place && !writes(site.specs[j])) continue;
+      throw InvalidArgument(site.op + ": " + quoted(site.specs[i]) + " overlaps " + quoted(site.specs[j]) +
+                            (site.specs[i].in_place ? " without being the very same memory" : "") +
+                            "; give the output a buffer of its own" +
+                            (site.specs[i].in_place ? " or exactly the input's" : ""));
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (site.extent[i] != 0 && pointers[i])
+      impl.check_device_range(pointers[i], site.extent[i], site.op + " " + quoted(site.specs[i]));
+}
+
+void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, std::span<const void* const> buffers,
+          Stream stream, const CallOptions& options) {
+  Runtime::Impl& impl = internal::impl(runtime);
+  const Family& family = jitune::family(family_name);
+  CallSite& site = impl.call_sites->site(impl, family, args);
+  const std::size_t n = site.specs.size();
+  if (buffers.size() != n) {
+    std::string names;
+    for (const BufferSpec& spec : site.specs) names += (names.empty() ? "" : ", ") + spec.name;
+    throw InvalidArgument(site.op + ": the call takes " + std::to_string(n) + " buffer(s) (" + names + ", in that " +
+                          "order) but " + std::to_string(buffers.size()) + " were given");
+  }
+  // Pointer checks through the driver only when this call site's pointers change: a loop over the same buffers
+  // keeps the warm path a lookup plus cuLaunchKernel.
+  const std::uint64_t pointer_hash = hash_pointers(buffers);
+  if (site.checked_pointers.load(std::memory_order_relaxed) != pointer_hash) {
+    check_buffers(impl, site, buffers);
+    site.checked_pointers.store(pointer_hash, std::memory_order_relaxed);
+  }
+  const auto cu_stream = reinterpret_cast<CUstream>(stream);
+  if (options.check_indices)
+    for (std::size_t i = 0; i < n; ++i)
+      if (site.specs[i].index_bound >= 0 && site.extent[i] != 0) {
+        driver::make_current(impl.context);
+        check_indices_on_host(site.op, site.specs[i], buffers[i], cu_stream);
+      }
+  const Shortcut& shortcut = site.shortcut;
+  if (shortcut.kind != Shortcut::Kind::kNone) {
+    if (shortcut.kind == Shortcut::Kind::kNothing) return;
+    driver::make_current(impl.context);
+    const auto to = reinterpret_cast<CUdeviceptr>(buffers[static_cast<std::size_t>(shortcut.to)]);
+    const std::size_t bytes = site.extent[static_cast<std::size_t>(shortcut.to)];
+    if (shortcut.kind == Shortcut::Kind::kZero)
+      JITUNE_CU_CHECK(cuMemsetD8Async(to, 0, bytes, cu_stream));
+    else
+      JITUNE_CU_CHECK(cuMemcpyDtoDAsync(
+          to, reinterpret_cast<CUdeviceptr>(buffers[static_cast<std::size_t>(shortcut.from)]), bytes, cu_stream));
+    return;
+  }
+  std::uint8_t alignment[kMaxBuffers];
+  for (std::size_t i = 0; i < n; ++i)
+    alignment[i] = buffers[i] ? alignment_class(buffers[i], site.stride_alignment[i]) : 0;
+  Bindings bindings{buffers, std::span<const std::uint8_t>(alignment, n), nullptr, args.scalars()};
+  const Config& tuned = site.decision->config;
+  const int slot = family.variant(*site.problem, tuned, bindings);
+  const Kernel* kernel = site.kernels[slot].load(std::memory_order_acquire);
+  if (!kernel) {
+    // The decided config must be legal; its variants are the family's own narrowing for these pointers.
+    if (const std::string why = family.validate(*site.problem, tuned, impl.device); !why.empty())
+      throw InvalidArgument(site.op + " " + site.problem->signature() + ": no kernel configuration fits this call on " +
+                            impl.device.name + " (config " + tuned.text() + ": " + why + ")");
+    kernel = &impl.kernel(family, *site.problem, family.variant_config(*site.problem, tuned, slot, impl.device));
+    site.kernels[slot].store(kernel, std::memory_order_release);
+  }
+  driver::make_current(impl.context);
+  for (std::uint32_t mask = kernel->prep.zero_buffers; mask != 0; mask &= mask - 1) {
+    const auto i = static_cast<std::size_t>(std::countr_zero(mask));
+    JITUNE_CU_CHECK(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(buffers[i]), 0, site.extent[i], cu_stream));
+  }
+  const StreamWorkspace workspace(kernel->prep, cu_stream);
+  bindings.workspace = workspace.data();
+  KernelArgs kernel_args;
+  family.kernel_args(*site.problem, kernel->config, bindings, kernel_args);
+  impl.launch(*kernel, kernel_args, cu_stream);
+}
+
+std::string call_signature(std::string_view family_name, const CallArgs& args) {
+  return family(family_name).problem_from_call(args)->signature();
+}
+
+}  // namespace jitune
