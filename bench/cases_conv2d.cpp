@@ -9,9 +9,9 @@ namespace jitune::bench {
 namespace {
 
 nlohmann::json run_conv2d(Context& ctx, const std::string& signature) {
-  const Family& fam = conv::conv2d_family();
+  const Family& fam = templates::conv2d::conv2d_family();
   auto problem = fam.parse_problem(signature);
-  const auto& p = static_cast<const conv::ConvProblem&>(*problem);
+  const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);
   const auto& s = p.shape();
   Workload w = fam.workload(p, ctx.seed);
   auto reference = fam.reference(p, w);
@@ -53,7 +53,7 @@ nlohmann::json run_conv2d(Context& ctx, const std::string& signature) {
 
 std::vector<Case> conv2d_cases() {
   std::vector<Case> out;
-  for (const auto& [name, signature] : conv::conv2d_family().default_suite())
+  for (const auto& [name, signature] : templates::conv2d::conv2d_family().default_suite())
     out.push_back({name, "conv2d", [sig = signature](Context& ctx) { return run_conv2d(ctx, sig); }});
   return out;
 }

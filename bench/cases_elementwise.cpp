@@ -7,9 +7,9 @@ namespace jitune::bench {
 namespace {
 
 nlohmann::json run_elementwise(Context& ctx, const std::string& signature) {
-  const Family& fam = ew::elementwise_family();
+  const Family& fam = templates::elementwise::elementwise_family();
   auto problem = fam.parse_problem(signature);
-  const auto& p = static_cast<const ew::ElementwiseProblem&>(*problem);
+  const auto& p = static_cast<const templates::elementwise::ElementwiseProblem&>(*problem);
   const std::string& expr = p.expression().canonical;
   Workload w = fam.workload(p, ctx.seed);
   auto reference = fam.reference(p, w);
@@ -41,7 +41,7 @@ nlohmann::json run_elementwise(Context& ctx, const std::string& signature) {
 
 std::vector<Case> elementwise_cases() {
   std::vector<Case> out;
-  for (const auto& [name, signature] : ew::elementwise_family().default_suite())
+  for (const auto& [name, signature] : templates::elementwise::elementwise_family().default_suite())
     out.push_back({name, "elementwise", [sig = signature](Context& ctx) { return run_elementwise(ctx, sig); }});
   return out;
 }

@@ -9,9 +9,9 @@ namespace jitune::bench {
 namespace {
 
 nlohmann::json run_permute(Context& ctx, const std::string& signature) {
-  const Family& fam = pmt::permute_family();
+  const Family& fam = templates::permute::permute_family();
   auto problem = fam.parse_problem(signature);
-  const auto& p = static_cast<const pmt::PermuteProblem&>(*problem);
+  const auto& p = static_cast<const templates::permute::PermuteProblem&>(*problem);
   Workload w = fam.workload(p, ctx.seed);
   auto reference = fam.reference(p, w);
   tuner::DeviceWorkload dw(fam, p, w, reference);
@@ -46,7 +46,7 @@ nlohmann::json run_permute(Context& ctx, const std::string& signature) {
 
 std::vector<Case> permute_cases() {
   std::vector<Case> out;
-  for (const auto& [name, signature] : pmt::permute_family().default_suite())
+  for (const auto& [name, signature] : templates::permute::permute_family().default_suite())
     out.push_back({name, "permute", [sig = signature](Context& ctx) { return run_permute(ctx, sig); }});
   return out;
 }

@@ -12,7 +12,7 @@
 namespace jitune::bench {
 namespace {
 
-std::string compare_output(const Family& fam, const sa::ScatterAddProblem& p, const tuner::DeviceWorkload& dw,
+std::string compare_output(const Family& fam, const templates::scatter_add::ScatterAddProblem& p, const tuner::DeviceWorkload& dw,
                            const std::vector<std::byte>& expected, CUstream stream) {
   JITUNE_CU_CHECK(cuStreamSynchronize(stream));
   std::vector<std::byte> got(expected.size());
@@ -53,7 +53,7 @@ std::vector<double> time_round_robin(const std::vector<std::function<void()>>& c
 // incorrect.
 nlohmann::json contention_point(Context& ctx, nlohmann::json& row, std::int64_t rows, std::int64_t count,
                                 CUstream stream) {
-  const Family& fam = sa::scatter_add_family();
+  const Family& fam = templates::scatter_add::scatter_add_family();
   Runtime::Impl& impl = internal::impl(ctx.tuned);
   const Config plain{{"atomic", 0},  {"workspace", 0}, {"prereduce", 0},
                      {"block", 256}, {"items", 4},     {"vec", 1}};
@@ -67,14 +67,14 @@ nlohmann::json contention_point(Context& ctx, nlohmann::json& row, std::int64_t 
   const Variant variants[] = {{"plain half", DType::kFloat16, plain},
                               {"fast half", DType::kFloat16, fast},
                               {"float32", DType::kFloat32, plain}};
-  std::vector<std::unique_ptr<sa::ScatterAddProblem>> problems;
+  std::vector<std::unique_ptr<templates::scatter_add::ScatterAddProblem>> problems;
   std::vector<std::unique_ptr<tuner::DeviceWorkload>> work;
   std::vector<KernelArgs> args(3);
   std::vector<const Kernel*> kernels;
   bool small = true;
   for (std::size_t v = 0; v < 3; ++v) {
-    problems.push_back(std::make_unique<sa::ScatterAddProblem>(
-        sa::ScatterAddProblem::index_add(variants[v].dtype, DType::kInt64, rows, count, 1)));
+    problems.push_back(std::make_unique<templates::scatter_add::ScatterAddProblem>(
+        templates::scatter_add::ScatterAddProblem::index_add(variants[v].dtype, DType::kInt64, rows, count, 1)));
     const auto& p = *problems.back();
     Workload w = fam.workload(p, ctx.seed);  // one seed: the same indices for every variant
     auto reference = fam.reference(p, w);
@@ -108,15 +108,15 @@ nlohmann::json contention_point(Context& ctx, nlohmann::json& row, std::int64_t 
 }
 
 nlohmann::json run_case(Context& ctx, const std::string& signature) {
-  const Family& fam = sa::scatter_add_family();
+  const Family& fam = templates::scatter_add::scatter_add_family();
   auto problem = fam.parse_problem(signature);
-  const auto& p = static_cast<const sa::ScatterAddProblem&>(*problem);
+  const auto& p = static_cast<const templates::scatter_add::ScatterAddProblem&>(*problem);
   Workload w = fam.workload(p, ctx.seed);
   auto reference = fam.reference(p, w);
   tuner::DeviceWorkload dw(fam, p, w, reference);
   driver::StreamHandle stream;
   const auto s = reinterpret_cast<Stream>(stream.get());
-  const bool is_dot = p.op() == sa::Op::kDot;
+  const bool is_dot = p.op() == templates::scatter_add::Op::kDot;
   auto call = [&](Runtime& rt) {
     if (is_dot)
       dot(rt, dw.inputs()[0], dw.inputs()[1], p.count(), dw.outputs()[0], p.dtype(), s);
@@ -151,7 +151,7 @@ nlohmann::json run_case(Context& ctx, const std::string& signature) {
 
 std::vector<Case> scatter_add_cases() {
   std::vector<Case> out;
-  for (const auto& [name, signature] : sa::scatter_add_family().default_suite())
+  for (const auto& [name, signature] : templates::scatter_add::scatter_add_family().default_suite())
     out.push_back({name, "scatter_add", [sig = signature](Context& ctx) { return run_case(ctx, sig); }});
   return out;
 }

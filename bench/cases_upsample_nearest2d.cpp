@@ -8,9 +8,9 @@ namespace jitune::bench {
 namespace {
 
 nlohmann::json run_upsample(Context& ctx, const std::string& signature) {
-  const Family& fam = upn::upsample_nearest2d_family();
+  const Family& fam = templates::upsample_nearest2d::upsample_nearest2d_family();
   auto problem = fam.parse_problem(signature);
-  const auto& p = static_cast<const upn::UpsampleProblem&>(*problem);
+  const auto& p = static_cast<const templates::upsample_nearest2d::UpsampleProblem&>(*problem);
   const UpsampleNearest2d& shape = p.shape();
   Workload w = fam.workload(p, ctx.seed);
   auto reference = fam.reference(p, w);
@@ -47,7 +47,7 @@ nlohmann::json run_upsample(Context& ctx, const std::string& signature) {
 
 std::vector<Case> upsample_cases() {
   std::vector<Case> out;
-  for (const auto& [name, signature] : upn::upsample_nearest2d_family().default_suite())
+  for (const auto& [name, signature] : templates::upsample_nearest2d::upsample_nearest2d_family().default_suite())
     out.push_back({name, "upsample_nearest2d", [sig = signature](Context& ctx) { return run_upsample(ctx, sig); }});
   return out;
 }

@@ -4,6 +4,8 @@
 // lookup under a shared lock, a few comparisons, and cuLaunchKernel.
 #include "runtime/dispatch.hpp"
 
+#include <atomic>
+#include <bit>
 #include <cstring>
 
 #include "runtime/index_check.hpp"
@@ -42,6 +44,40 @@ std::uint64_t hash_pointers(std::span<const void* const> pointers) noexcept {
 }
 
 std::string quoted(const BufferSpec& spec) { return spec.name; }
+
+std::atomic<std::uint64_t> next_site_id{1};
+
+// The last few launches of this thread: for the same call site, pointers and scalars, the kernel and its
+// arguments are the same, so a warm call skips variant selection and Family::kernel_args (a pure function of
+// problem, config and bindings). Launches that use a workspace are never remembered (its address changes).
+struct LaunchMemo {
+  struct Entry {
+    std::uint64_t site = 0, pointers = 0, scalars = 0;
+    const Kernel* kernel = nullptr;
+    KernelArgs args;
+  };
+  static constexpr std::size_t kEntries = 4;
+  Entry entries[kEntries];
+  std::size_t next = 0;
+
+  Entry* find(std::uint64_t site, std::uint64_t pointers, std::uint64_t scalars) noexcept {
+    for (Entry& e : entries)
+      if (e.site == site && e.pointers == pointers && e.scalars == scalars) return &e;
+    return nullptr;
+  }
+  Entry& slot() noexcept { return entries[next++ % kEntries]; }
+};
+
+LaunchMemo& launch_memo() {
+  thread_local LaunchMemo memo;
+  return memo;
+}
+
+std::uint64_t hash_scalars(std::span<const double> scalars) noexcept {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (double v : scalars) h = (h ^ std::bit_cast<std::uint64_t>(v)) * 0x100000001b3ull;
+  return h;
+}
 
 bool writes(const BufferSpec& spec) noexcept { return spec.role != BufferRole::kIn; }
 
@@ -82,6 +118,7 @@ CallSite& CallSites::site(Runtime::Impl& impl, const Family& family, const CallA
     if (auto it = sites_.find(key.view()); it != sites_.end()) return *it->second;
   }
   auto site = std::make_unique<CallSite>();
+  site->id = next_site_id.fetch_add(1, std::memory_order_relaxed);
   site->family = &family;
   site->problem = family.problem_from_call(args);  // validates the call; throws before anything is remembered
   site->specs = family.buffers(*site->problem);
@@ -139,6 +176,31 @@ void check_buffers(const Runtime::Impl& impl, const CallSite& site, std::span<co
       impl.check_device_range(pointers[i], site.extent[i], site.op + " " + quoted(site.specs[i]));
 }
 
+// The loaded kernel of the variant these bindings select, loading it on the site's first call with that variant.
+const Kernel& site_kernel(Runtime::Impl& impl, CallSite& site, const Bindings& bindings) {
+  const Family& family = *site.family;
+  const Config& tuned = site.decision->config;
+  const int slot = family.variant(*site.problem, tuned, bindings);
+  if (const Kernel* kernel = site.kernels[slot].load(std::memory_order_acquire)) return *kernel;
+  // The decided config must be legal; its variants are the family's own narrowing for these pointers.
+  if (const std::string why = family.validate(*site.problem, tuned, impl.device); !why.empty())
+    throw InvalidArgument(site.op + " " + site.problem->signature() + ": no kernel configuration fits this call on " +
+                          impl.device.name + " (config " + tuned.text() + ": " + why + ")");
+  const Kernel* kernel = &impl.kernel(family, *site.problem, family.variant_config(*site.problem, tuned, slot, impl.device));
+  site.kernels[slot].store(kernel, std::memory_order_release);
+  return *kernel;
+}
+
+// Clears the outputs a launch accumulates into (Family::prep's zero_buffers), in stream order.
+void zero_outputs(Runtime::Impl& impl, const CallSite& site, const Kernel& kernel,
+                  std::span<const void* const> buffers, CUstream stream) {
+  driver::make_current(impl.context);
+  for (std::uint32_t mask = kernel.prep.zero_buffers; mask != 0; mask &= mask - 1) {
+    const auto i = static_cast<std::size_t>(std::countr_zero(mask));
+    JITUNE_CU_CHECK(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(buffers[i]), 0, site.extent[i], stream));
+  }
+}
+
 void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, std::span<const void* const> buffers,
           Stream stream, const CallOptions& options) {
   Runtime::Impl& impl = internal::impl(runtime);
@@ -178,31 +240,37 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
           to, reinterpret_cast<CUdeviceptr>(buffers[static_cast<std::size_t>(shortcut.from)]), bytes, cu_stream));
     return;
   }
+  const std::uint64_t scalar_hash = hash_scalars(args.scalars());
+  LaunchMemo& memo = launch_memo();
+  if (LaunchMemo::Entry* hit = memo.find(site.id, pointer_hash, scalar_hash)) {
+    if (hit->kernel->prep.zero_buffers) zero_outputs(impl, site, *hit->kernel, buffers, cu_stream);
+    impl.launch(*hit->kernel, hit->args, cu_stream);
+    return;
+  }
   std::uint8_t alignment[kMaxBuffers];
   for (std::size_t i = 0; i < n; ++i)
     alignment[i] = buffers[i] ? alignment_class(buffers[i], site.stride_alignment[i]) : 0;
   Bindings bindings{buffers, std::span<const std::uint8_t>(alignment, n), nullptr, args.scalars()};
-  const Config& tuned = site.decision->config;
-  const int slot = family.variant(*site.problem, tuned, bindings);
-  const Kernel* kernel = site.kernels[slot].load(std::memory_order_acquire);
-  if (!kernel) {
-    // The decided config must be legal; its variants are the family's own narrowing for these pointers.
-    if (const std::string why = family.validate(*site.problem, tuned, impl.device); !why.empty())
-      throw InvalidArgument(site.op + " " + site.problem->signature() + ": no kernel configuration fits this call on " +
-                            impl.device.name + " (config " + tuned.text() + ": " + why + ")");
-    kernel = &impl.kernel(family, *site.problem, family.variant_config(*site.problem, tuned, slot, impl.device));
-    site.kernels[slot].store(kernel, std::memory_order_release);
+  const Kernel& kernel = site_kernel(impl, site, bindings);
+  if (kernel.prep.zero_buffers) zero_outputs(impl, site, kernel, buffers, cu_stream);
+  if (kernel.prep.workspace_bytes > 0) {
+    driver::make_current(impl.context);
+    const StreamWorkspace workspace(kernel.prep, cu_stream);
+    bindings.workspace = workspace.data();
+    KernelArgs kernel_args;
+    family.kernel_args(*site.problem, kernel.config, bindings, kernel_args);
+    impl.launch(kernel, kernel_args, cu_stream);
+    return;
   }
-  driver::make_current(impl.context);
-  for (std::uint32_t mask = kernel->prep.zero_buffers; mask != 0; mask &= mask - 1) {
-    const auto i = static_cast<std::size_t>(std::countr_zero(mask));
-    JITUNE_CU_CHECK(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(buffers[i]), 0, site.extent[i], cu_stream));
-  }
-  const StreamWorkspace workspace(kernel->prep, cu_stream);
-  bindings.workspace = workspace.data();
-  KernelArgs kernel_args;
-  family.kernel_args(*site.problem, kernel->config, bindings, kernel_args);
-  impl.launch(*kernel, kernel_args, cu_stream);
+  LaunchMemo::Entry& entry = memo.slot();
+  entry.site = 0;  // invalid until complete: kernel_args may throw
+  entry.args.clear();
+  family.kernel_args(*site.problem, kernel.config, bindings, entry.args);
+  entry.kernel = &kernel;
+  entry.pointers = pointer_hash;
+  entry.scalars = scalar_hash;
+  entry.site = site.id;
+  impl.launch(kernel, entry.args, cu_stream);
 }
 
 std::string call_signature(std::string_view family_name, const CallArgs& args) {

@@ -20,6 +20,7 @@ inline constexpr std::size_t kMaxBuffers = 16;
 /// A remembered call site. Never freed while the Runtime lives (reload() retires it), so a pointer handed to a
 /// concurrent caller stays valid.
 struct CallSite {
+  std::uint64_t id = 0;                        ///< Unique in the process (the thread-local launch memo's key).
   const Family* family = nullptr;
   std::unique_ptr<Problem> problem;
   std::vector<BufferSpec> specs;

@@ -13,7 +13,7 @@
 #include "templates/host_float.hpp"
 #include "templates/host_parallel.hpp"
 
-namespace jitune::conv {
+namespace jitune::templates::conv2d {
 namespace {
 
 constexpr std::int64_t kMaxUnrolledFmas = 4096;  // per input channel and thread: instruction-cache budget
@@ -647,7 +647,7 @@ TileGeometry tile_geometry(const ConvProblem& problem, const Config& config) {
 
 void push_args(const ConvProblem& p, const Config& config, const void* x, const void* w, const void* bias,
                void* y, KernelArgs& args) {
-  struct ArgsLayout {  // conv::Args<T> in conv2d.cuh
+  struct ArgsLayout {  // templates::conv2d::Args<T> in conv2d.cuh
     const void* x;
     const void* w;
     const void* bias;
@@ -681,12 +681,12 @@ std::string kernel_limits(const ConvProblem& problem, const Config& config, cons
   return ConvFamily::hard_check(problem, config, device);
 }
 
-}  // namespace jitune::conv
+}  // namespace jitune::templates::conv2d
 
 namespace jitune {
 
 std::array<std::int64_t, 4> conv2d_output_shape(const Conv2dParams& params) {
-  const conv::ConvProblem p = conv::problem_of(params, DType::kFloat32, false);
+  const templates::conv2d::ConvProblem p = templates::conv2d::problem_of(params, DType::kFloat32, false);
   return {p.shape().n, p.shape().k, p.p(), p.q()};
 }
 

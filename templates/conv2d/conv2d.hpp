@@ -9,7 +9,7 @@
 
 #include "templates/family.hpp"
 
-namespace jitune::conv {
+namespace jitune::templates::conv2d {
 
 /// One convolution: y[N,K,P,Q] = conv(x[N,C,H,W], w[K,C,R,S]) (+ bias[K]), PyTorch semantics, groups = 1.
 class ConvProblem final : public Problem {
@@ -59,7 +59,7 @@ struct TileGeometry {
 };
 TileGeometry tile_geometry(const ConvProblem& problem, const Config& config);
 
-/// Lays out the kernel's conv::Args<T> (4 pointers, then n, h, w, p, q, pad_h, pad_w, tiles_x as 32-bit
+/// Lays out the kernel's templates::conv2d::Args<T> (4 pointers, then n, h, w, p, q, pad_h, pad_w, tiles_x as 32-bit
 /// ints).
 void push_args(const ConvProblem& problem, const Config& config, const void* x, const void* w,
                const void* bias, void* y, KernelArgs& args);
@@ -72,8 +72,8 @@ std::string kernel_limits(const ConvProblem& problem, const Config& config, cons
 /// The registered family object.
 const Family& conv2d_family();
 
-}  // namespace jitune::conv
+}  // namespace jitune::templates::conv2d
 
 namespace jitune {
-using conv::conv2d_family;
+using templates::conv2d::conv2d_family;
 }  // namespace jitune

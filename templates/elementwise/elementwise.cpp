@@ -11,7 +11,7 @@
 #include "templates/host_float.hpp"
 #include "templates/host_parallel.hpp"
 
-namespace jitune::ew {
+namespace jitune::templates::elementwise {
 namespace {
 
 bool supported(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
@@ -145,7 +145,7 @@ class ElementwiseFamily final : public Family {
       const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(b.pointers[arity]) % bytes;
       head = std::min<std::int64_t>(p.n(), static_cast<std::int64_t>(((bytes - mis) % bytes) / dtype_size(p.dtype())));
     }
-    // ew::Params<T, arity>: out, in[arity], n, head as 8-byte fields, no padding, passed as one argument.
+    // templates::elementwise::Params<T, arity>: out, in[arity], n, head as 8-byte fields, no padding, passed as one argument.
     std::uint64_t words[3 + kMaxInputs];
     std::size_t k = 0;
     words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[arity]);
@@ -260,4 +260,4 @@ const Family& elementwise_family() {
   return family;
 }
 
-}  // namespace jitune::ew
+}  // namespace jitune::templates::elementwise

@@ -8,7 +8,7 @@
 #include "templates/elementwise/expression.hpp"
 #include "templates/family.hpp"
 
-namespace jitune::ew {
+namespace jitune::templates::elementwise {
 
 /// One elementwise call: expression, dtype, element count.
 class ElementwiseProblem final : public Problem {
@@ -46,8 +46,8 @@ bool needs_index64(std::int64_t n) noexcept;
 /// The registered family object.
 const Family& elementwise_family();
 
-}  // namespace jitune::ew
+}  // namespace jitune::templates::elementwise
 
 namespace jitune {
-using ew::elementwise_family;
+using templates::elementwise::elementwise_family;
 }  // namespace jitune

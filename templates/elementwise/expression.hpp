@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace jitune::ew {
+namespace jitune::templates::elementwise {
 
 /// Most inputs an expression may read.
 inline constexpr int kMaxInputs = 8;
@@ -57,4 +57,4 @@ class Evaluator {
   std::unique_ptr<Node> root_;
 };
 
-}  // namespace jitune::ew
+}  // namespace jitune::templates::elementwise

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-namespace jitune::ew {
+namespace jitune::templates::elementwise {
 namespace {
 
 struct ExpressionMemo {
@@ -37,4 +37,4 @@ std::shared_ptr<const Expression> parse_expression_cached(std::string_view text)
   return m.parsed.try_emplace(std::string(text), std::move(expression)).first->second;
 }
 
-}  // namespace jitune::ew
+}  // namespace jitune::templates::elementwise

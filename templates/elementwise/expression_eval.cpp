@@ -23,7 +23,7 @@
 
 #include "templates/elementwise/expression_syntax.hpp"
 
-namespace jitune::ew {
+namespace jitune::templates::elementwise {
 
 using detail::AstNode;
 using detail::binary_precedence;
@@ -512,4 +512,4 @@ double Evaluator::operator()(const double* inputs) const {
   return root_->int_result ? static_cast<double>(stack[2].i) : stack[2].f;
 }
 
-}  // namespace jitune::ew
+}  // namespace jitune::templates::elementwise

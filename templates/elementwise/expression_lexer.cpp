@@ -11,7 +11,7 @@
 
 #include <jitune/error.hpp>
 
-namespace jitune::ew::detail {
+namespace jitune::templates::elementwise::detail {
 namespace {
 
 constexpr std::string_view kNumberHint = "write numbers as C literals, e.g. 2, 0.5f, 1e-3f, 0x1F";
@@ -291,4 +291,4 @@ Literal parse_number(std::string_view text, const Token& token) {
                   : parse_decimal_integer(text, token, body, suffix);
 }
 
-}  // namespace jitune::ew::detail
+}  // namespace jitune::templates::elementwise::detail

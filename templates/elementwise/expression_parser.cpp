@@ -10,7 +10,7 @@
 
 #include "templates/elementwise/expression_syntax.hpp"
 
-namespace jitune::ew {
+namespace jitune::templates::elementwise {
 namespace detail {
 namespace {
 
@@ -291,4 +291,4 @@ Expression parse_expression(std::string_view text) {
   return expression;
 }
 
-}  // namespace jitune::ew
+}  // namespace jitune::templates::elementwise

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace jitune::ew::detail {
+namespace jitune::templates::elementwise::detail {
 
 /// Hint for anything that is not a single C assignment.
 inline constexpr std::string_view kStatementHint =
@@ -82,4 +82,4 @@ int binary_precedence(const Token& token);
 /// canonical text. The statement views into `text`.
 Statement parse_statement(std::string_view text);
 
-}  // namespace jitune::ew::detail
+}  // namespace jitune::templates::elementwise::detail

@@ -11,7 +11,7 @@
 
 #include "templates/host_parallel.hpp"
 
-namespace jitune::pmt {
+namespace jitune::templates::permute {
 namespace {
 
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 62;
@@ -731,4 +731,4 @@ const Family& permute_family() {
   return family;
 }
 
-}  // namespace jitune::pmt
+}  // namespace jitune::templates::permute

@@ -12,7 +12,14 @@
 #include "templates/family.hpp"
 #include "templates/permute/permute_params.cuh"
 
-namespace jitune::pmt {
+namespace jitune::templates::permute {
+
+// The kernel parameter structs are shared with the device code (permute_params.cuh), which keeps the kernels'
+// own namespace: the name expressions and the template hash of the shipped records depend on it.
+using pmt::Divisor;
+using pmt::kMaxRank;
+using pmt::GeneralParams;
+using pmt::TiledParams;
 
 /// A permute after simplification: at most 8 input dims of `unit`-byte units; output dim i is input dim
 /// perm[i].
@@ -100,8 +107,8 @@ void push_params(const PermuteProblem& problem, const Config& config, const void
 /// The registered family object.
 const Family& permute_family();
 
-}  // namespace jitune::pmt
+}  // namespace jitune::templates::permute
 
 namespace jitune {
-using pmt::permute_family;
+using templates::permute::permute_family;
 }  // namespace jitune

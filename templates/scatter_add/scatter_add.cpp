@@ -12,7 +12,7 @@
 #include "templates/host_float.hpp"
 #include "templates/host_parallel.hpp"
 
-namespace jitune::sa {
+namespace jitune::templates::scatter_add {
 namespace {
 
 constexpr std::int64_t kPlain = 0, kFast = 1, kPacked = 2;
@@ -696,4 +696,4 @@ const Family& scatter_add_family() {
   return family;
 }
 
-}  // namespace jitune::sa
+}  // namespace jitune::templates::scatter_add

@@ -9,7 +9,7 @@
 
 #include "templates/family.hpp"
 
-namespace jitune::sa {
+namespace jitune::templates::scatter_add {
 
 /// Which operation a problem describes.
 enum class Op : std::uint8_t { kIndexAdd, kDot };
@@ -22,7 +22,7 @@ std::string_view api_name(Api api) noexcept;
 /// Most destination elements the float-workspace strategy takes: the last block alone adds the workspace into
 /// the destination, which stays cheap up to about this size.
 constexpr std::int64_t kMaxWorkspaceElements = std::int64_t{1} << 20;
-/// Mirrors sa::kMaxDotBlocks in scatter_add.cuh: partials a dot workspace holds.
+/// Mirrors templates::scatter_add::kMaxDotBlocks in scatter_add.cuh: partials a dot workspace holds.
 constexpr int kMaxDotBlocks = 4096;
 /// Most float bins one block of the shared-memory pre-reduction (prereduce=2) holds: 160 KB, which sm_80 and
 /// sm_90 both allow a block.
@@ -113,8 +113,8 @@ OutputCheck accumulation_check(DType dtype, DType accumulation, std::int64_t con
 /// The registered family object.
 const Family& scatter_add_family();
 
-}  // namespace jitune::sa
+}  // namespace jitune::templates::scatter_add
 
 namespace jitune {
-using sa::scatter_add_family;
+using templates::scatter_add::scatter_add_family;
 }  // namespace jitune

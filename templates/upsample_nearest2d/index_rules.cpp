@@ -5,7 +5,7 @@
 
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
 
-namespace jitune::upn {
+namespace jitune::templates::upsample_nearest2d {
 
 float forward_step(std::int64_t in, std::int64_t out, std::optional<double> scale_factor) noexcept {
   if (scale_factor && *scale_factor > 0) return static_cast<float>(1.0 / *scale_factor);
@@ -37,4 +37,4 @@ std::int64_t derived_size(std::int64_t in, double scale_factor) noexcept {
   return size >= 9.2e18 ? std::int64_t{-1} : static_cast<std::int64_t>(size);
 }
 
-}  // namespace jitune::upn
+}  // namespace jitune::templates::upsample_nearest2d

@@ -9,7 +9,7 @@
 #include "templates/host_parallel.hpp"
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
 
-namespace jitune::upn {
+namespace jitune::templates::upsample_nearest2d {
 namespace {
 
 std::uint64_t mix(std::uint64_t z) {
@@ -130,4 +130,4 @@ std::vector<std::byte> reference_output(const UpsampleProblem& p, const std::vec
   return dst;
 }
 
-}  // namespace jitune::upn
+}  // namespace jitune::templates::upsample_nearest2d

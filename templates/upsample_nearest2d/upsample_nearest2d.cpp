@@ -17,7 +17,7 @@ std::string_view nearest_mode_name(NearestMode mode) noexcept {
   return mode == NearestMode::kNearestExact ? "nearest-exact" : "nearest";
 }
 
-namespace upn {
+namespace templates::upsample_nearest2d {
 namespace {
 
 constexpr std::int64_t kMaxDim = (std::int64_t{1} << 31) - 1;  // the kernels' per-dimension indices are int
@@ -528,5 +528,5 @@ const Family& upsample_nearest2d_family() {
   return family;
 }
 
-}  // namespace upn
+}  // namespace templates::upsample_nearest2d
 }  // namespace jitune

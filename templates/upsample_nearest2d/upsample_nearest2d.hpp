@@ -9,7 +9,7 @@
 
 #include "templates/family.hpp"
 
-namespace jitune::upn {
+namespace jitune::templates::upsample_nearest2d {
 
 enum class Direction : std::uint8_t { kForward, kBackward };
 
@@ -79,7 +79,7 @@ class UpsampleProblem final : public Problem {
   std::int64_t max_window_h_ = 0, max_window_w_ = 0;
 };
 
-/// Host mirror of the kernels' upn::Params (upsample_nearest2d.cuh): keep the two identical.
+/// Host mirror of the kernels' templates::upsample_nearest2d::Params (upsample_nearest2d.cuh): keep the two identical.
 struct Params {
   const void* src;
   void* dst;
@@ -91,7 +91,7 @@ struct Params {
   float scale_h, scale_w;
   int identity_h, identity_w;
 };
-static_assert(sizeof(Params) == 96, "upn::Params must match the device struct");
+static_assert(sizeof(Params) == 96, "templates::upsample_nearest2d::Params must match the device struct");
 
 /// Elements per work unit's vector access for `kernel` / `strategy` (see the .cuh): the dimension `pack` must divide.
 std::int64_t pack_extent(const UpsampleProblem& problem, KernelKind kernel, Strategy strategy) noexcept;
@@ -111,8 +111,8 @@ std::vector<std::byte> reference_output(const UpsampleProblem& problem, const st
 /// The registered family object ("upsample_nearest2d").
 const Family& upsample_nearest2d_family();
 
-}  // namespace jitune::upn
+}  // namespace jitune::templates::upsample_nearest2d
 
 namespace jitune {
-using upn::upsample_nearest2d_family;
+using templates::upsample_nearest2d::upsample_nearest2d_family;
 }  // namespace jitune

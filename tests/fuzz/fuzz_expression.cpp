@@ -8,17 +8,17 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const auto e = jitune::ew::parse_expression(text);
-    const auto again = jitune::ew::parse_expression(e.canonical);
+    const auto e = jitune::templates::elementwise::parse_expression(text);
+    const auto again = jitune::templates::elementwise::parse_expression(e.canonical);
     if (again.canonical != e.canonical || again.inputs != e.inputs) __builtin_trap();
     try {
-      const jitune::ew::Evaluator eval(e);
-      const double values[jitune::ew::kMaxInputs] = {1.5, -2.25, 0.5, 3.0, -0.75, 2.0, 1.25, -1.0};
+      const jitune::templates::elementwise::Evaluator eval(e);
+      const double values[jitune::templates::elementwise::kMaxInputs] = {1.5, -2.25, 0.5, 3.0, -0.75, 2.0, 1.25, -1.0};
       (void)eval(values);
     } catch (const jitune::InvalidArgument&) {
     }
-    const jitune::ew::ElementwiseProblem p(e, jitune::DType::kFloat16, 1000);
-    if (jitune::ew::elementwise_family().parse_problem(p.signature())->signature() != p.signature()) __builtin_trap();
+    const jitune::templates::elementwise::ElementwiseProblem p(e, jitune::DType::kFloat16, 1000);
+    if (jitune::templates::elementwise::elementwise_family().parse_problem(p.signature())->signature() != p.signature()) __builtin_trap();
   } catch (const jitune::InvalidArgument&) {
   }
   try {

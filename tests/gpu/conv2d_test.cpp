@@ -20,7 +20,7 @@ namespace {
 using test::Buffer;
 using test::TempDir;
 
-Conv2dParams params_of(const conv::ConvProblem::Shape& s) {
+Conv2dParams params_of(const templates::conv2d::ConvProblem::Shape& s) {
   Conv2dParams p;
   p.input = {s.n, s.c, s.h, s.w};
   p.weight = {s.k, s.c, s.r, s.s};
@@ -33,10 +33,10 @@ Conv2dParams params_of(const conv::ConvProblem::Shape& s) {
 // Runs one convolution through jitune::conv2d on the family's random workload, every pointer `offset`
 // elements past an aligned address, and compares every output element with the CPU reference; the bytes
 // around the output must stay poisoned.
-void check_conv(Runtime& rt, DType dtype, const conv::ConvProblem::Shape& shape, std::size_t offset,
+void check_conv(Runtime& rt, DType dtype, const templates::conv2d::ConvProblem::Shape& shape, std::size_t offset,
                 std::uint64_t seed) {
-  const conv::ConvProblem p(dtype, shape);
-  const Family& fam = conv::conv2d_family();
+  const templates::conv2d::ConvProblem p(dtype, shape);
+  const Family& fam = templates::conv2d::conv2d_family();
   const Workload w = fam.workload(p, seed);
   const auto expected = fam.reference(p, w)[0];
   const std::size_t es = dtype_size(dtype), off = offset * es;
@@ -72,7 +72,7 @@ TEST_CASE("conv2d matches the CPU reference over random shapes, strides, padding
   int cases = 0;
   for (int r = 1; r <= 7; ++r)
     for (int variant = 0; variant < 5; ++variant) {
-      conv::ConvProblem::Shape s;
+      templates::conv2d::ConvProblem::Shape s;
       s.r = r;
       s.s = variant == 0 ? r : pick(1, 7);  // square and rectangular filters
       s.n = variant % 2 ? 3 : 1;
@@ -102,7 +102,7 @@ TEST_CASE("the public cases' geometries are correct in float32 and float16") {
   for (const Row& row : {Row{1, 6, 96, 64, 6, 6}, Row{2, 3, 40, 45, 16, 3}, Row{1, 16, 64, 64, 16, 3},
                          Row{3, 4, 33, 31, 8, 5}, Row{1, 64, 56, 56, 64, 3}})
     for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
-      conv::ConvProblem::Shape s;
+      templates::conv2d::ConvProblem::Shape s;
       s.n = row.n, s.c = row.c, s.h = row.h, s.w = row.w, s.k = row.k, s.r = s.s = row.r;
       check_conv(rt, dtype, s, 0, static_cast<std::uint64_t>(row.c * 100 + row.r));
     }
@@ -111,7 +111,7 @@ TEST_CASE("the public cases' geometries are correct in float32 and float16") {
 TEST_CASE("outputs smaller than a tile, 1x1 outputs and single rows") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
-  conv::ConvProblem::Shape s;
+  templates::conv2d::ConvProblem::Shape s;
   s.c = 3, s.k = 5, s.r = 3, s.s = 3;
   for (auto [h, w] : {std::pair{3, 3}, {3, 200}, {150, 3}, {4, 5}, {1 + 2, 1 + 2}}) {
     s.h = h, s.w = w;
@@ -125,7 +125,7 @@ TEST_CASE("outputs smaller than a tile, 1x1 outputs and single rows") {
 TEST_CASE("a batch beyond the grid's z limit loops over images") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
-  conv::ConvProblem::Shape s;
+  templates::conv2d::ConvProblem::Shape s;
   s.n = 70001, s.c = 2, s.h = 3, s.w = 4, s.k = 3, s.r = 2, s.s = 3, s.bias = true;
   check_conv(rt, DType::kFloat32, s, 0, 9);
 }
@@ -133,7 +133,7 @@ TEST_CASE("a batch beyond the grid's z limit loops over images") {
 TEST_CASE("sampled configurations of the space all verify (tuner verification path)") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
-  const Family& fam = conv::conv2d_family();
+  const Family& fam = templates::conv2d::conv2d_family();
   for (const char* sig :
        {"bias=1;c=4;dilation_h=2;dilation_w=1;dtype=float32;h=37;k=6;n=2;pad_h=2;pad_w=1;r=3;s=5;"
         "stride_h=1;stride_w=2;w=61",
@@ -166,7 +166,7 @@ TEST_CASE("sampled configurations of the space all verify (tuner verification pa
 TEST_CASE("configs off the tuned neighbourhood, together using every knob value, verify too") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
-  const Family& fam = conv::conv2d_family();
+  const Family& fam = templates::conv2d::conv2d_family();
   driver::StreamHandle stream;
   for (const char* sig :
        {"bias=1;c=24;dilation_h=1;dilation_w=2;dtype=float32;h=41;k=48;n=2;pad_h=1;pad_w=2;r=3;"
@@ -174,7 +174,7 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
         "bias=0;c=48;dilation_h=1;dilation_w=1;dtype=float16;h=37;k=48;n=1;pad_h=1;pad_w=1;r=3;"
         "s=3;stride_h=1;stride_w=1;w=64"}) {
     auto problem = fam.parse_problem(sig);
-    const auto& p = static_cast<const conv::ConvProblem&>(*problem);
+    const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);
     // Every value of every knob in some config the kernel can run, scattered over the space.
     std::vector<Config> all = fam.space().enumerate(), sample;
     std::set<std::pair<std::string, std::int64_t>> seen;
@@ -183,7 +183,7 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
         if (!seen.count({param.name, value}))
           for (std::size_t i = (value * 7919u) % all.size(), n = 0; n < all.size();
                ++n, i = (i + 7919) % all.size())
-            if (all[i].at(param.name) == value && conv::kernel_limits(p, all[i], rt.device()).empty()) {
+            if (all[i].at(param.name) == value && templates::conv2d::kernel_limits(p, all[i], rt.device()).empty()) {
               sample.push_back(all[i]);
               for (const auto& [name, v] : all[i].values()) seen.insert({name, v});
               break;
@@ -223,7 +223,7 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
 
 TEST_CASE("the tuned pick is used exactly by a new Runtime, and warm calls skip NVRTC") {
   TempDir dir;
-  conv::ConvProblem::Shape s;
+  templates::conv2d::ConvProblem::Shape s;
   s.n = 2, s.c = 5, s.h = 48, s.w = 40, s.k = 4, s.r = 3, s.s = 3, s.pad_h = s.pad_w = 1;
   const std::string sig = conv2d_signature(params_of(s), DType::kFloat16, false);
   std::string tuned;
@@ -234,7 +234,7 @@ TEST_CASE("the tuned pick is used exactly by a new Runtime, and warm calls skip 
     opt.budget = 12;
     opt.min_time_ms = 0.2;
     tuner::TuneReport r =
-        tuner::tune(rt, conv::conv2d_family(), *conv::conv2d_family().parse_problem(sig), opt);
+        tuner::tune(rt, templates::conv2d::conv2d_family(), *templates::conv2d::conv2d_family().parse_problem(sig), opt);
     CHECK(r.stored);
     CHECK(r.default_us > 0);
     tuned = r.best.text();
@@ -253,11 +253,11 @@ TEST_CASE("launches go on the caller's stream") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
   driver::StreamHandle stream;
-  conv::ConvProblem::Shape s;
+  templates::conv2d::ConvProblem::Shape s;
   s.c = 2, s.h = 20, s.w = 20, s.k = 2, s.r = 1, s.s = 1;
-  const conv::ConvProblem p(DType::kFloat32, s);
-  const Workload w = conv::conv2d_family().workload(p, 4);
-  const auto expected = conv::conv2d_family().reference(p, w)[0];
+  const templates::conv2d::ConvProblem p(DType::kFloat32, s);
+  const Workload w = templates::conv2d::conv2d_family().workload(p, 4);
+  const auto expected = templates::conv2d::conv2d_family().reference(p, w)[0];
   Buffer x(w.inputs[0].size()), wt(w.inputs[1].size()), y(w.output_bytes[0]);
   x.upload(w.inputs[0], 0);
   wt.upload(w.inputs[1], 0);
@@ -266,7 +266,7 @@ TEST_CASE("launches go on the caller's stream") {
          reinterpret_cast<Stream>(stream.get()));
   JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
   const auto got = y.download(w.output_bytes[0], 0);
-  const CompareResult r = compare_host(conv::conv2d_family().output_check(p, 0), got.data(), expected.data(),
+  const CompareResult r = compare_host(templates::conv2d::conv2d_family().output_check(p, 0), got.data(), expected.data(),
                                        w.output_bytes[0] / 4);
   CHECK(r.ok());
 }

@@ -24,11 +24,11 @@ using test::TempDir;
 void check_expression(Runtime& rt, const std::string& expr, DType dtype, std::int64_t n,
                       std::vector<std::size_t> offsets, std::uint64_t seed) {
   const std::size_t es = dtype_size(dtype);
-  auto problem = ew::elementwise_family().make_problem(
+  auto problem = templates::elementwise::elementwise_family().make_problem(
       {{"expr", expr}, {"dtype", std::string(dtype_name(dtype))}, {"n", std::to_string(n)}});
-  const auto& p = static_cast<const ew::ElementwiseProblem&>(*problem);
-  Workload w = ew::elementwise_family().workload(p, seed);
-  auto expected = ew::elementwise_family().reference(p, w)[0];
+  const auto& p = static_cast<const templates::elementwise::ElementwiseProblem&>(*problem);
+  Workload w = templates::elementwise::elementwise_family().workload(p, seed);
+  auto expected = templates::elementwise::elementwise_family().reference(p, w)[0];
   offsets.resize(p.arity() + 1, offsets.empty() ? 0 : offsets.back());
   Buffer out(static_cast<std::size_t>(n) * es);
   out.poison();
@@ -42,7 +42,7 @@ void check_expression(Runtime& rt, const std::string& expr, DType dtype, std::in
   elementwise(rt, expr, std::span<const void* const>(in_ptrs), out.at(offsets[0] * es), n, dtype);
   JITUNE_CU_CHECK(cuCtxSynchronize());
   auto got = out.download(static_cast<std::size_t>(n) * es, offsets[0] * es);
-  const OutputCheck check = ew::elementwise_family().output_check(p, 0);
+  const OutputCheck check = templates::elementwise::elementwise_family().output_check(p, 0);
   const CompareResult r = compare_host(check, got.data(), expected.data(), static_cast<std::uint64_t>(n));
   INFO(expr, " ", dtype_name(dtype), " n=", n, " offsets out=", offsets[0], " in0=", offsets.size() > 1 ? offsets[1] : 0);
   CHECK_MESSAGE(r.ok(), r.describe(static_cast<std::uint64_t>(n), check));
@@ -233,12 +233,12 @@ TEST_CASE("the tuned pick: a tuned record is used exactly, by a new Runtime, wit
   std::string tuned;
   {
     Runtime rt(test::isolated_options(dir));
-    auto problem = ew::elementwise_family().parse_problem(sig);
+    auto problem = templates::elementwise::elementwise_family().parse_problem(sig);
     tuner::TuneOptions opt;
     opt.strategy = tuner::Strategy::kRandom;
     opt.budget = 12;
     opt.min_time_ms = 0.2;
-    tuner::TuneReport r = tuner::tune(rt, ew::elementwise_family(), *problem, opt);
+    tuner::TuneReport r = tuner::tune(rt, templates::elementwise::elementwise_family(), *problem, opt);
     CHECK(r.stored);
     CHECK(r.best_us > 0);
     CHECK(r.default_us > 0);
@@ -276,8 +276,8 @@ TEST_CASE("the heuristic default is timed in full even when kernels from a compi
   // The first problem fills the memo; the second, the same kernels at another size, gets them all from it, in the
   // memo's order rather than the default first.
   for (std::int64_t n : {std::int64_t{(1 << 20) + 3}, std::int64_t{(1 << 19) + 5}}) {
-    auto problem = ew::elementwise_family().parse_problem(elementwise_signature("z = x * y", n, DType::kFloat32));
-    tuner::TuneReport r = tuner::tune(rt, ew::elementwise_family(), *problem, opt);
+    auto problem = templates::elementwise::elementwise_family().parse_problem(elementwise_signature("z = x * y", n, DType::kFloat32));
+    tuner::TuneReport r = tuner::tune(rt, templates::elementwise::elementwise_family(), *problem, opt);
     INFO("n = ", n, ", reused ", r.compile_reused);
     CHECK(r.default_us > 0);
     bool found = false;
@@ -305,14 +305,14 @@ TEST_CASE("every config of the space verifies on odd sizes (tuner verification p
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
   for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
-    auto problem = ew::elementwise_family().make_problem(
+    auto problem = templates::elementwise::elementwise_family().make_problem(
         {{"expr", "z = x * y - x"}, {"dtype", std::string(dtype_name(dtype))}, {"n", "100003"}});
     tuner::TuneOptions opt;
     opt.min_time_ms = 0.05;
     opt.min_reps = 3;
     opt.store = false;
     opt.cut_ratio = 1e9;  // time every candidate: none may be cut, all must verify
-    tuner::TuneReport r = tuner::tune(rt, ew::elementwise_family(), *problem, opt);
+    tuner::TuneReport r = tuner::tune(rt, templates::elementwise::elementwise_family(), *problem, opt);
     for (const auto& c : r.candidates) {
       INFO(c.config.text(), " ", c.reason);
       CHECK((c.status == "ok" || c.status == "resources_exceeded"));

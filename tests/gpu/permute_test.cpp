@@ -33,8 +33,8 @@ std::string text(const std::vector<std::int64_t>& shape, const std::vector<int>&
 void check_permute(Runtime& rt, DType dtype, const std::vector<std::int64_t>& shape,
                    const std::vector<int>& perm, std::size_t src_off, std::size_t dst_off,
                    std::uint64_t seed) {
-  const pmt::PermuteProblem p(dtype, shape, perm);
-  const Family& fam = pmt::permute_family();
+  const templates::permute::PermuteProblem p(dtype, shape, perm);
+  const Family& fam = templates::permute::permute_family();
   const Workload w = fam.workload(p, seed);
   const auto expected = fam.reference(p, w)[0];
   const std::size_t es = dtype_size(dtype), bytes = static_cast<std::size_t>(p.elements()) * es;
@@ -131,7 +131,7 @@ TEST_CASE("every legal config verifies on odd shapes (tuner verification path)")
       {"bfloat16", {"6x4x3x3x8", "43210"}},
   };
   for (const auto& [dtype, sp] : problems) {
-    auto problem = pmt::permute_family().make_problem({{"dtype", dtype}, {"shape", sp[0]}, {"perm", sp[1]}});
+    auto problem = templates::permute::permute_family().make_problem({{"dtype", dtype}, {"shape", sp[0]}, {"perm", sp[1]}});
     tuner::TuneOptions opt;
     opt.min_time_ms = 0.02;
     opt.min_reps = 1;
@@ -139,7 +139,7 @@ TEST_CASE("every legal config verifies on odd shapes (tuner verification path)")
     opt.retime_top = 1;
     opt.retime_reps = 2;
     opt.store = false;
-    tuner::TuneReport r = tuner::tune(rt, pmt::permute_family(), *problem, opt);
+    tuner::TuneReport r = tuner::tune(rt, templates::permute::permute_family(), *problem, opt);
     INFO(problem->signature());
     CHECK(r.candidates.size() > 10);
     for (const auto& c : r.candidates) {
@@ -186,9 +186,9 @@ TEST_CASE("launches go on the caller's stream") {
   Runtime rt(test::isolated_options(dir));
   const std::vector<std::int64_t> shape = {64, 1000, 300};
   const std::vector<int> perm = {0, 2, 1};
-  const pmt::PermuteProblem p(DType::kFloat32, shape, perm);
-  const Workload w = pmt::permute_family().workload(p, 9);
-  const auto expected = pmt::permute_family().reference(p, w)[0];
+  const templates::permute::PermuteProblem p(DType::kFloat32, shape, perm);
+  const Workload w = templates::permute::permute_family().workload(p, 9);
+  const auto expected = templates::permute::permute_family().reference(p, w)[0];
   Buffer in(w.inputs[0].size()), out(w.inputs[0].size());
   in.upload(w.inputs[0], 0);
   out.poison();
@@ -201,12 +201,12 @@ TEST_CASE("launches go on the caller's stream") {
 TEST_CASE("waves 0 launches one balanced wave: every block resident, the same number of tiles each") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
-  const Family& fam = pmt::permute_family();
+  const Family& fam = templates::permute::permute_family();
   const std::vector<std::int64_t> shape = {1000, 3000};
   const std::vector<int> perm = {1, 0};
-  const pmt::PermuteProblem p(DType::kFloat32, shape, perm);
+  const templates::permute::PermuteProblem p(DType::kFloat32, shape, perm);
   for (std::int64_t block : {256, 1024}) {
-    const Config config{{"kind", pmt::kTiled},     {"movement", 4},  {"vec", 1},   {"tile", 32},
+    const Config config{{"kind", templates::permute::kTiled},     {"movement", 4},  {"vec", 1},   {"tile", 32},
                         {"rows", 32 * 32 / block}, {"block", block}, {"waves", 0}, {"group", 1},
                         {"batch_order", 0}};
     REQUIRE(fam.validate(p, config, rt.device()).empty());
@@ -271,8 +271,8 @@ TEST_CASE(
        {Case{DType::kInt32, {64, 96, 33}, {0, 2, 1}}, Case{DType::kFloat16, {40, 96, 34}, {0, 2, 1}},
         Case{DType::kInt32, {16, 24, 10, 9}, {2, 0, 1, 3}}}) {
     INFO(dtype_name(c.dtype), " ", text(c.shape, c.perm));
-    const pmt::PermuteProblem p(c.dtype, c.shape, c.perm);
-    const Family& fam = pmt::permute_family();
+    const templates::permute::PermuteProblem p(c.dtype, c.shape, c.perm);
+    const Family& fam = templates::permute::permute_family();
     const Workload stale = fam.workload(p, 41), fresh = fam.workload(p, 42);
     const auto expected = fam.reference(p, fresh)[0];
     const std::size_t bytes = fresh.inputs[0].size();
@@ -328,12 +328,12 @@ TEST_CASE("the tuned pick: a tuned record is used exactly by a new Runtime and i
   std::string tuned;
   {
     Runtime rt(test::isolated_options(dir));
-    auto problem = pmt::permute_family().parse_problem(sig);
+    auto problem = templates::permute::permute_family().parse_problem(sig);
     tuner::TuneOptions opt;
     opt.strategy = tuner::Strategy::kRandom;
     opt.budget = 16;
     opt.min_time_ms = 0.2;
-    tuner::TuneReport r = tuner::tune(rt, pmt::permute_family(), *problem, opt);
+    tuner::TuneReport r = tuner::tune(rt, templates::permute::permute_family(), *problem, opt);
     CHECK(r.stored);
     CHECK(r.best_us > 0);
     tuned = r.best.text();
@@ -379,11 +379,11 @@ TEST_CASE("more than 2^31 elements take the 64-bit index path (about 3 GiB, tile
   });
   Buffer in(bytes), out(bytes);
   JITUNE_CU_CHECK(cuMemcpyHtoD(in.mem.get(), host.data(), bytes));
-  const Family& fam = pmt::permute_family();
+  const Family& fam = templates::permute::permute_family();
   SUBCASE("tiled transpose") {
     const std::vector<std::int64_t> shape = {rows, cols};
     const std::vector<int> perm = {1, 0};
-    const pmt::PermuteProblem p(DType::kInt8, shape, perm);
+    const templates::permute::PermuteProblem p(DType::kInt8, shape, perm);
     CHECK(fam.source(p, fam.heuristic(p, rt.device())).name_expression.find("unsigned long long>") !=
           std::string::npos);
     out.poison();
@@ -406,7 +406,7 @@ TEST_CASE("more than 2^31 elements take the 64-bit index path (about 3 GiB, tile
     const std::int64_t a = 33000, b = 33000;
     const std::vector<std::int64_t> shape = {a, b, 3};
     const std::vector<int> perm = {1, 0, 2};
-    const pmt::PermuteProblem p(DType::kInt8, shape, perm);
+    const templates::permute::PermuteProblem p(DType::kInt8, shape, perm);
     CHECK(fam.source(p, fam.heuristic(p, rt.device())).name_expression.find("permute_general<1, 3,") !=
           std::string::npos);
     CHECK(fam.source(p, fam.heuristic(p, rt.device())).name_expression.find("unsigned long long>") !=

@@ -23,7 +23,7 @@ using test::Buffer;
 using test::TempDir;
 
 const Family& fam() {
-  return sa::scatter_add_family();
+  return templates::scatter_add::scatter_add_family();
 }
 
 enum class Pattern { kUnique, kRandom, kSortedRuns, kHotSpots };
@@ -137,7 +137,7 @@ void verify(const Case& c, const Prepared& p, bool float_accumulation, const std
   std::vector<std::byte> expected(numel * p.es);
   for (std::size_t e = 0; e < numel; ++e) store_element(c.dtype, expected.data(), e, ref[e]);
   const std::int64_t most = numel ? *std::max_element(contributions.begin(), contributions.end()) : 1;
-  OutputCheck check = sa::accumulation_check(c.dtype, float_accumulation ? DType::kFloat32 : c.dtype, most,
+  OutputCheck check = templates::scatter_add::accumulation_check(c.dtype, float_accumulation ? DType::kFloat32 : c.dtype, most,
                                              2.39 * std::max(1.0, std::fabs(static_cast<double>(c.alpha))));
   if (c.integers) check.rtol = check.atol = 0;  // every partial sum is exact
   const auto got = p.dst->download(numel * p.es, (kGuard + c.dst_offset) * p.es);
@@ -154,8 +154,8 @@ void verify(const Case& c, const Prepared& p, bool float_accumulation, const std
 
 // Runs one config directly (bypassing the dispatcher) so every strategy is exercised on this device.
 void run_config(Runtime& rt, const Case& c, const Config& config, std::uint64_t seed) {
-  auto problem = std::make_unique<sa::ScatterAddProblem>(
-      sa::ScatterAddProblem::index_add(c.dtype, c.index_dtype, c.rows, c.count, c.row_length));
+  auto problem = std::make_unique<templates::scatter_add::ScatterAddProblem>(
+      templates::scatter_add::ScatterAddProblem::index_add(c.dtype, c.index_dtype, c.rows, c.count, c.row_length));
   if (!fam().validate(*problem, config, rt.device()).empty()) return;
   Prepared p = prepare(c, seed);
   driver::DeviceBuffer ws(std::max<std::size_t>(problem->workspace_bytes(), 4));
@@ -273,8 +273,8 @@ TEST_CASE("memcheck: the fast path never touches memory past either end of the d
           const std::int64_t count = 64;
           const Config config{{"atomic", atomic}, {"workspace", 0}, {"prereduce", prereduce},
                               {"block", 128},     {"items", 2},     {"vec", 1}};
-          auto problem = std::make_unique<sa::ScatterAddProblem>(
-              sa::ScatterAddProblem::index_add(dtype, DType::kInt64, rows, count, d));
+          auto problem = std::make_unique<templates::scatter_add::ScatterAddProblem>(
+              templates::scatter_add::ScatterAddProblem::index_add(dtype, DType::kInt64, rows, count, d));
           const std::size_t numel = static_cast<std::size_t>(rows * d), es = dtype_size(dtype);
           std::vector<std::int64_t> idx(count);
           for (std::int64_t i = 0; i < count; ++i)
@@ -478,7 +478,7 @@ TEST_CASE("dot matches the reference at odd sizes and alignments, deterministica
         JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
         const auto got = out.download(64, 0);
         const double want = dot_reference(dtype, x, y, n);
-        const OutputCheck check = sa::accumulation_check(dtype, DType::kFloat32, n, 5.69);
+        const OutputCheck check = templates::scatter_add::accumulation_check(dtype, DType::kFloat32, n, 5.69);
         const double g = load_element(dtype, got.data() + es, 0);
         INFO(dtype_name(dtype), " n=", n, " offsets ", ox, ",", oy, ": got ", g, " want ", want);
         CHECK(std::fabs(g - want) <= check.atol + check.rtol * std::fabs(want));

@@ -21,10 +21,10 @@ namespace {
 
 using test::Buffer;
 using test::TempDir;
-using upn::Direction;
-using upn::UpsampleProblem;
+using templates::upsample_nearest2d::Direction;
+using templates::upsample_nearest2d::UpsampleProblem;
 
-const Family& fam() { return upn::upsample_nearest2d_family(); }
+const Family& fam() { return templates::upsample_nearest2d::upsample_nearest2d_family(); }
 
 UpsampleNearest2d make_shape(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, DType dtype,
                              ImageLayout layout, NearestMode mode) {
@@ -55,8 +55,8 @@ void check_call(Runtime& rt, Direction d, const UpsampleNearest2d& s, std::uint6
                 std::size_t dst_off = 0) {
   const UpsampleProblem p(d, s);
   const std::size_t es = dtype_size(s.dtype);
-  const auto src = upn::random_source(p, seed);
-  const auto expected = upn::reference_output(p, src);
+  const auto src = templates::upsample_nearest2d::random_source(p, seed);
+  const auto expected = templates::upsample_nearest2d::reference_output(p, src);
   Buffer in(src.size() + src_off * es), out(expected.size() + dst_off * es);
   in.upload(src, src_off * es);
   out.poison();
@@ -245,7 +245,7 @@ TEST_CASE("64-bit indices: tensors past 2^30 elements, forward and backward") {
     s.scale_h = s.scale_w = 2.0;
     const UpsampleProblem fwd(Direction::kForward, s);
     REQUIRE(fwd.index64());
-    const auto src = upn::random_source(fwd, 77);
+    const auto src = templates::upsample_nearest2d::random_source(fwd, 77);
     Buffer in(src.size(), 0), out(static_cast<std::size_t>(fwd.out_numel()) * 2, 0);
     in.upload(src, 0);
     out.poison();
@@ -305,8 +305,8 @@ TEST_CASE("launches go on the caller's stream") {
   UpsampleNearest2d s = make_shape(4, 16, 64, 64, DType::kFloat32, ImageLayout::kNCHW, NearestMode::kNearest);
   s.scale_h = s.scale_w = 2.0;
   const UpsampleProblem p(Direction::kForward, s);
-  const auto src = upn::random_source(p, 3);
-  const auto expected = upn::reference_output(p, src);
+  const auto src = templates::upsample_nearest2d::random_source(p, 3);
+  const auto expected = templates::upsample_nearest2d::reference_output(p, src);
   Buffer in(src.size()), out(expected.size());
   in.upload(src, 0);
   out.poison();
@@ -406,7 +406,7 @@ TEST_CASE("dump random calls for the comparison with PyTorch") {
   // Each case runs the forward on a random input and the backward on a random grad_output.
   auto run = [&](const UpsampleNearest2d& s, const char* how) {
     const UpsampleProblem fwd(Direction::kForward, s), bwd(Direction::kBackward, s);
-    const auto x = upn::random_source(fwd, offset + 1), g = upn::random_source(bwd, offset + 2);
+    const auto x = templates::upsample_nearest2d::random_source(fwd, offset + 1), g = templates::upsample_nearest2d::random_source(bwd, offset + 2);
     Buffer bx(x.size()), by(static_cast<std::size_t>(fwd.out_numel()) * dtype_size(s.dtype)), bg(g.size()),
         bgi(x.size());
     bx.upload(x, 0);
@@ -458,8 +458,8 @@ TEST_CASE("dump random calls for the comparison with PyTorch") {
         };
         s.scale_h = f();
         s.scale_w = f();
-        if (upn::derived_size(s.in_h, *s.scale_h) < 1) s.in_h = 4;
-        if (upn::derived_size(s.in_w, *s.scale_w) < 1) s.in_w = 4;
+        if (templates::upsample_nearest2d::derived_size(s.in_h, *s.scale_h) < 1) s.in_h = 4;
+        if (templates::upsample_nearest2d::derived_size(s.in_w, *s.scale_w) < 1) s.in_w = 4;
         how = "scale";
         break;
       }

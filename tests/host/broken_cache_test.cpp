@@ -39,7 +39,7 @@ std::string bytes_of(const fs::path& p) {
 }
 
 cache::Record record(std::int64_t n) {
-  const auto& fam = ew::elementwise_family();
+  const auto& fam = templates::elementwise::elementwise_family();
   auto p = fam.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", std::to_string(n)}});
   cache::Record r;
   r.key = record_key(fam, *p, nominal_device(90), "13.0");
@@ -88,8 +88,8 @@ TEST_CASE("a file that is not SQLite: noted with its path, left untouched, looku
   CHECK(mentions(notes, file.string()));
   CHECK(mentions(notes, "left untouched"));
   CHECK(bytes_of(file) == before);
-  auto p = ew::elementwise_family().make_problem({{"expr", "z = x"}, {"dtype", "float32"}, {"n", "10"}});
-  CHECK(lookup_decision(ew::elementwise_family(), *p, nominal_device(90), "13.0", {}).explanation.level ==
+  auto p = templates::elementwise::elementwise_family().make_problem({{"expr", "z = x"}, {"dtype", "float32"}, {"n", "10"}});
+  CHECK(lookup_decision(templates::elementwise::elementwise_family(), *p, nominal_device(90), "13.0", {}).explanation.level ==
         MatchLevel::kHeuristic);
 }
 

@@ -42,7 +42,7 @@ struct Dir {
 };
 
 cache::Record sample_record(std::int64_t n, double us) {
-  const auto& fam = ew::elementwise_family();
+  const auto& fam = templates::elementwise::elementwise_family();
   auto p = fam.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", std::to_string(n)}});
   cache::Record r;
   r.key = record_key(fam, *p, nominal_device(90), "13.0");

@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 cache::Record record(int writer, int i) {
-  const auto& fam = ew::elementwise_family();
+  const auto& fam = templates::elementwise::elementwise_family();
   auto p = fam.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", std::to_string(writer * 100000 + i + 1)}});
   cache::Record r;
   r.key = record_key(fam, *p, nominal_device(90), "13.0");
@@ -61,7 +61,7 @@ TEST_CASE("4 tuner and 4 runtime processes on one cache file lose nothing and ne
           std::vector<std::string> notes;
           auto s = open_user_store(file, notes);
           if (!s) _exit(4);
-          const auto& fam = ew::elementwise_family();
+          const auto& fam = templates::elementwise::elementwise_family();
           for (int i = 0; i < 100; ++i) {
             auto p = fam.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", std::to_string(i * 1000 + 7)}});
             Decision d = lookup_decision(fam, *p, nominal_device(90), "13.0", {s.get()});

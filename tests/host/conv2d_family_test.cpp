@@ -17,19 +17,19 @@ namespace jitune {
 namespace {
 
 const Family& fam() {
-  return conv::conv2d_family();
+  return templates::conv2d::conv2d_family();
 }
 
 std::unique_ptr<Problem> problem(const std::map<std::string, std::string>& options) {
   return fam().make_problem(options);
 }
 
-const conv::ConvProblem& as_conv(const Problem& p) {
-  return static_cast<const conv::ConvProblem&>(p);
+const templates::conv2d::ConvProblem& as_conv(const Problem& p) {
+  return static_cast<const templates::conv2d::ConvProblem&>(p);
 }
 
 // y[n][k][oy][ox] by the definition, one output at a time (independent of the family's loop order).
-double naive(const conv::ConvProblem& p, const std::vector<std::byte>& x, const std::vector<std::byte>& w,
+double naive(const templates::conv2d::ConvProblem& p, const std::vector<std::byte>& x, const std::vector<std::byte>& w,
              const std::vector<std::byte>* bias, std::int64_t n, std::int64_t k, std::int64_t oy,
              std::int64_t ox) {
   const auto& s = p.shape();
@@ -236,7 +236,7 @@ TEST_CASE("the heuristic is legal for every filter size, stride, padding, dilati
                 const Config h0 = fam().heuristic(*p, dev);
                 INFO(p->signature(), " -> ", h0.text());
                 CHECK(fam().validate(*p, h0, dev).empty());
-                const auto g = conv::tile_geometry(as_conv(*p), h0);
+                const auto g = templates::conv2d::tile_geometry(as_conv(*p), h0);
                 // The default tile never exceeds twice the output in either direction by more than one block
                 // row.
                 CHECK(g.tile_w <= std::max<std::int64_t>(8 * h0.at("out_w"), 2 * as_conv(*p).q()));
@@ -311,7 +311,7 @@ TEST_CASE("tolerances grow with the number of summed products") {
 }
 
 // Configs within the kernel's limits that together use every value of every knob (for compile and GPU tests).
-static std::vector<Config> covering_sample(const conv::ConvProblem& p, const DeviceInfo& dev,
+static std::vector<Config> covering_sample(const templates::conv2d::ConvProblem& p, const DeviceInfo& dev,
                                            std::size_t extra) {
   std::vector<Config> all = fam().space().enumerate(), sample;
   std::set<std::pair<std::string, std::int64_t>> seen;
@@ -324,12 +324,12 @@ static std::vector<Config> covering_sample(const conv::ConvProblem& p, const Dev
       if (!seen.count({param.name, value}))
         for (std::size_t i = (value * 7919u) % all.size(), n = 0; n < all.size();
              ++n, i = (i + 7919) % all.size())
-          if (all[i].at(param.name) == value && conv::kernel_limits(p, all[i], dev).empty()) {
+          if (all[i].at(param.name) == value && templates::conv2d::kernel_limits(p, all[i], dev).empty()) {
             take(all[i]);
             break;
           }
   for (std::size_t i = 0, n = 0; n < extra && i < all.size(); i += 4999)
-    if (conv::kernel_limits(p, all[i], dev).empty()) take(all[i]), ++n;
+    if (templates::conv2d::kernel_limits(p, all[i], dev).empty()) take(all[i]), ++n;
   return sample;
 }
 

@@ -16,10 +16,10 @@ namespace jitune {
 namespace {
 
 std::unique_ptr<Problem> problem(const std::string& expr, const std::string& dtype, std::int64_t n) {
-  return ew::elementwise_family().make_problem({{"expr", expr}, {"dtype", dtype}, {"n", std::to_string(n)}});
+  return templates::elementwise::elementwise_family().make_problem({{"expr", expr}, {"dtype", dtype}, {"n", std::to_string(n)}});
 }
 
-const Family& fam() { return ew::elementwise_family(); }
+const Family& fam() { return templates::elementwise::elementwise_family(); }
 
 }  // namespace
 
@@ -69,33 +69,33 @@ TEST_CASE("alignment rule: widest pack all pointers share, with a scalar head") 
   auto at = [](int off) -> const void* { return mem + off; };
   SUBCASE("all aligned") {
     const void* p[] = {at(0), at(16), at(32)};
-    auto a = ew::align_pointers(p, 4, 4, 1000);
+    auto a = templates::elementwise::align_pointers(p, 4, 4, 1000);
     CHECK(a.pack == 4);
     CHECK(a.head == 0);
   }
   SUBCASE("all one float off: head of 3 elements") {
     const void* p[] = {at(4), at(20), at(36)};
-    auto a = ew::align_pointers(p, 4, 4, 1000);
+    auto a = templates::elementwise::align_pointers(p, 4, 4, 1000);
     CHECK(a.pack == 4);
     CHECK(a.head == 3);
   }
   SUBCASE("different misalignment drops to the largest common pack") {
     const void* p[] = {at(0), at(8)};
-    CHECK(ew::align_pointers(p, 4, 4, 1000).pack == 2);
+    CHECK(templates::elementwise::align_pointers(p, 4, 4, 1000).pack == 2);
     const void* q[] = {at(0), at(4)};
-    CHECK(ew::align_pointers(q, 4, 4, 1000).pack == 1);
+    CHECK(templates::elementwise::align_pointers(q, 4, 4, 1000).pack == 1);
   }
   SUBCASE("head never exceeds n") {
     const void* p[] = {at(2), at(2)};
-    auto a = ew::align_pointers(p, 2, 8, 3);
+    auto a = templates::elementwise::align_pointers(p, 2, 8, 3);
     CHECK(a.pack == 8);
     CHECK(a.head == 3);
   }
 }
 
 TEST_CASE("index width switches to 64 bits for large counts") {
-  CHECK_FALSE(ew::needs_index64(1 << 27));
-  CHECK(ew::needs_index64(std::int64_t{1} << 31));
+  CHECK_FALSE(templates::elementwise::needs_index64(1 << 27));
+  CHECK(templates::elementwise::needs_index64(std::int64_t{1} << 31));
   auto big = problem("z = x * y", "float32", std::int64_t{3} << 30);
   CHECK(fam().source(*big, fam().heuristic(*big, nominal_device(90))).name_expression.find("long long") !=
         std::string::npos);

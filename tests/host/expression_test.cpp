@@ -17,10 +17,10 @@
 #include "templates/elementwise/expression.hpp"
 
 using jitune::InvalidArgument;
-using jitune::ew::Evaluator;
-using jitune::ew::Expression;
-using jitune::ew::parse_expression;
-using jitune::ew::parse_expression_cached;
+using jitune::templates::elementwise::Evaluator;
+using jitune::templates::elementwise::Expression;
+using jitune::templates::elementwise::parse_expression;
+using jitune::templates::elementwise::parse_expression_cached;
 
 namespace {
 
@@ -119,7 +119,7 @@ TEST_CASE("constants and functions are not inputs") {
 
 TEST_CASE("exactly kMaxInputs inputs are accepted") {
   const Expression e = parse_expression("y = a + b + c + d + e + f + g + h");
-  CHECK(e.inputs.size() == static_cast<size_t>(jitune::ew::kMaxInputs));
+  CHECK(e.inputs.size() == static_cast<size_t>(jitune::templates::elementwise::kMaxInputs));
   CHECK(eval("y = a + b + c + d + e + f + g + h", {1, 2, 3, 4, 5, 6, 7, 8}) == 36.0);
 }
 
@@ -771,7 +771,7 @@ TEST_CASE("expressions from the parse memo stay valid after it starts again") {
   const auto held = parse_expression_cached("held = x * 3");
   const auto before = parse_expression_cached("held = x * 3");
   CHECK(before == held);
-  for (std::size_t i = 0; i <= jitune::ew::kExpressionCacheLimit; ++i)
+  for (std::size_t i = 0; i <= jitune::templates::elementwise::kExpressionCacheLimit; ++i)
     parse_expression_cached("y = x * " + std::to_string(i));
   // The memo was emptied on the way: the held expression is intact and the text parses again to an equal one.
   CHECK(held->canonical == "held = x * 3");

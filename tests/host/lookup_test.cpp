@@ -18,7 +18,7 @@ struct Dir {
   ~Dir() { std::filesystem::remove_all(path); }
 };
 
-const Family& fam() { return ew::elementwise_family(); }
+const Family& fam() { return templates::elementwise::elementwise_family(); }
 
 std::unique_ptr<Problem> mul(std::int64_t n, const char* dtype = "float32") {
   return fam().make_problem({{"expr", "z = x * y"}, {"dtype", dtype}, {"n", std::to_string(n)}});

@@ -16,10 +16,10 @@
 namespace jitune {
 namespace {
 
-using pmt::Plan;
+using templates::permute::Plan;
 
 const Family& fam() {
-  return pmt::permute_family();
+  return templates::permute::permute_family();
 }
 
 std::unique_ptr<Problem> problem(const std::string& dtype, const std::string& shape,
@@ -27,13 +27,13 @@ std::unique_ptr<Problem> problem(const std::string& dtype, const std::string& sh
   return fam().make_problem({{"dtype", dtype}, {"shape", shape}, {"perm", perm}});
 }
 
-const pmt::PermuteProblem& as_permute(const std::unique_ptr<Problem>& p) {
-  return static_cast<const pmt::PermuteProblem&>(*p);
+const templates::permute::PermuteProblem& as_permute(const std::unique_ptr<Problem>& p) {
+  return static_cast<const templates::permute::PermuteProblem&>(*p);
 }
 
 Plan simplify(std::vector<std::int64_t> shape, std::vector<int> perm, int es, int max_movement = 16) {
-  pmt::validate(shape, perm, static_cast<std::size_t>(es));
-  return pmt::simplify(shape, perm, es, max_movement);
+  templates::permute::validate(shape, perm, static_cast<std::size_t>(es));
+  return templates::permute::simplify(shape, perm, es, max_movement);
 }
 
 std::vector<std::int64_t> dims_of(const Plan& p) {
@@ -149,8 +149,8 @@ TEST_CASE("simplification: hand-worked cases") {
     CHECK(p.units == 15);
     p = simplify({3, 1, 5}, {1, 0, 2}, 4);  // moving a size-1 dim changes nothing
     CHECK(p.identity());
-    CHECK(pmt::is_identity(std::vector<std::int64_t>{3, 1, 5}, std::vector<int>{1, 0, 2}));
-    CHECK_FALSE(pmt::is_identity(std::vector<std::int64_t>{3, 2, 5}, std::vector<int>{1, 0, 2}));
+    CHECK(templates::permute::is_identity(std::vector<std::int64_t>{3, 1, 5}, std::vector<int>{1, 0, 2}));
+    CHECK_FALSE(templates::permute::is_identity(std::vector<std::int64_t>{3, 2, 5}, std::vector<int>{1, 0, 2}));
     p = simplify({1, 1}, {1, 0}, 2);
     CHECK(p.rank == 0);
     CHECK(p.units == 1);
@@ -197,7 +197,7 @@ TEST_CASE(
 
 TEST_CASE("bad shapes and permutations are InvalidArgument saying what is wrong") {
   const auto bad = [](std::vector<std::int64_t> shape, std::vector<int> perm) {
-    pmt::validate(shape, perm, 4);
+    templates::permute::validate(shape, perm, 4);
   };
   CHECK_THROWS_WITH_AS(bad({2, 3}, {0, 0}), doctest::Contains("appears twice"), InvalidArgument);
   CHECK_THROWS_WITH_AS(bad({2, 3}, {0, 2}), doctest::Contains("permutation of 0..n-1"), InvalidArgument);
@@ -261,7 +261,7 @@ TEST_CASE("magic-number division matches n / d for 32-bit indices") {
                                          3 * 3 * 128 * 128};
   for (int i = 0; i < 200; ++i) divisors.push_back(1 + rng() % (1u << (1 + rng() % 31)));
   for (std::uint64_t d : divisors) {
-    const pmt::Divisor div = pmt::make_divisor(d);
+    const templates::permute::Divisor div = templates::permute::make_divisor(d);
     const auto magic = static_cast<std::uint32_t>(div.magic);
     const auto shift = static_cast<std::uint32_t>(div.magic >> 32);
     std::vector<std::uint32_t> ns = {0, 1, 0x7fffffffu, 0x7ffffffeu};
@@ -281,8 +281,8 @@ TEST_CASE("magic-number division matches n / d for 32-bit indices") {
 }
 
 TEST_CASE("index width: 32 bits while every unit offset fits in 31 bits") {
-  CHECK_FALSE(pmt::needs_index64(0x7fffffff));
-  CHECK(pmt::needs_index64(std::int64_t{1} << 31));
+  CHECK_FALSE(templates::permute::needs_index64(0x7fffffff));
+  CHECK(templates::permute::needs_index64(std::int64_t{1} << 31));
   const DeviceInfo dev = nominal_device(90);
   auto big = problem("int8", "57349x57347", "10");  // 3.3e9 one-byte units
   CHECK(fam().source(*big, fam().heuristic(*big, dev)).name_expression.find("unsigned long long>") !=
@@ -299,7 +299,7 @@ TEST_CASE("heuristic: OneFlow's defaults, tiled where the last dim moves, legal 
     const Config h = fam().heuristic(*p, dev);
     INFO(name, " ", h.text());
     CHECK(fam().validate(*p, h, dev).empty());
-    CHECK(h.at("kind") == (name.find("_0213") != std::string::npos ? pmt::kGeneral : pmt::kTiled));
+    CHECK(h.at("kind") == (name.find("_0213") != std::string::npos ? templates::permute::kGeneral : templates::permute::kTiled));
   }
   auto half = problem("float16", "8192x8192", "10");
   CHECK(fam().heuristic(*half, dev).at("vec") == 2);  // the half2 trick
@@ -324,7 +324,7 @@ TEST_CASE("constraints rule out illegal configs before compiling") {
   for (const Config& c : legal) {
     INFO(c.text());
     CHECK(c.at("movement") == 4);
-    if (c.at("kind") == pmt::kGeneral) {
+    if (c.at("kind") == templates::permute::kGeneral) {
       CHECK(c.at("vec") == 1);
       CHECK(c.at("tile") == 32);
       kinds.insert("general");
@@ -419,19 +419,19 @@ TEST_CASE("adapt_config shrinks movement and vector width to the pointers' align
   const Config tiled{{"kind", 1},   {"movement", 4}, {"vec", 4},   {"tile", 32},      {"rows", 4},
                      {"block", 64}, {"waves", 4},    {"group", 1}, {"batch_order", 0}};
   REQUIRE(fam().validate(pp, tiled, dev).empty());
-  CHECK(pmt::adapt_config(pp, tiled, 16, dev) == tiled);
-  Config a = pmt::adapt_config(pp, tiled, 8, dev);
+  CHECK(templates::permute::adapt_config(pp, tiled, 16, dev) == tiled);
+  Config a = templates::permute::adapt_config(pp, tiled, 8, dev);
   CHECK(a.at("vec") == 2);
   CHECK(a.at("block") == 64);  // rows doubled instead
   CHECK(a.at("rows") == 8);
-  a = pmt::adapt_config(pp, tiled, 4, dev);
+  a = templates::permute::adapt_config(pp, tiled, 4, dev);
   CHECK(a.at("vec") == 1);
   CHECK(fam().validate(pp, a, dev).empty());
 
   auto rows = problem("float32", "32x512x16x128", "0213");
   const Config general{{"kind", 0},    {"movement", 16}, {"vec", 1},   {"tile", 32},      {"rows", 2},
                        {"block", 512}, {"waves", 8},     {"group", 1}, {"batch_order", 0}};
-  a = pmt::adapt_config(as_permute(rows), general, 4, dev);
+  a = templates::permute::adapt_config(as_permute(rows), general, 4, dev);
   CHECK(a.at("movement") == 4);
   CHECK(a.at("rows") == 2);
   CHECK(a.at("block") == 512);
@@ -440,16 +440,16 @@ TEST_CASE("adapt_config shrinks movement and vector width to the pointers' align
   const Config wide_tiled{{"kind", 1},    {"movement", 16}, {"vec", 1},   {"tile", 32},      {"rows", 4},
                           {"block", 256}, {"waves", 4},     {"group", 1}, {"batch_order", 0}};
   REQUIRE(fam().validate(*wide, wide_tiled, dev).empty());
-  a = pmt::adapt_config(as_permute(wide), wide_tiled, 4, dev);
-  CHECK(a.at("kind") == pmt::kGeneral);  // with 4-byte units the last dim stays: general kernel
+  a = templates::permute::adapt_config(as_permute(wide), wide_tiled, 4, dev);
+  CHECK(a.at("kind") == templates::permute::kGeneral);  // with 4-byte units the last dim stays: general kernel
   CHECK(a.at("movement") == 4);
   CHECK(fam().validate(*wide, a, dev).empty());
 
-  CHECK(pmt::pointer_alignment(reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x2000)) == 16);
-  CHECK(pmt::pointer_alignment(reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x2004)) == 4);
-  CHECK(pmt::pointer_alignment(reinterpret_cast<void*>(0x1008), reinterpret_cast<void*>(0x2000)) == 8);
-  CHECK(pmt::pointer_alignment(reinterpret_cast<void*>(0x1002), reinterpret_cast<void*>(0x2000)) == 2);
-  CHECK(pmt::pointer_alignment(reinterpret_cast<void*>(0x1001), reinterpret_cast<void*>(0x2000)) == 1);
+  CHECK(templates::permute::pointer_alignment(reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x2000)) == 16);
+  CHECK(templates::permute::pointer_alignment(reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x2004)) == 4);
+  CHECK(templates::permute::pointer_alignment(reinterpret_cast<void*>(0x1008), reinterpret_cast<void*>(0x2000)) == 8);
+  CHECK(templates::permute::pointer_alignment(reinterpret_cast<void*>(0x1002), reinterpret_cast<void*>(0x2000)) == 2);
+  CHECK(templates::permute::pointer_alignment(reinterpret_cast<void*>(0x1001), reinterpret_cast<void*>(0x2000)) == 1);
 }
 
 TEST_CASE("kernel parameters describe the tiled plane and the general gather") {
@@ -458,10 +458,10 @@ TEST_CASE("kernel parameters describe the tiled plane and the general gather") {
   const Config tiled{{"kind", 1},    {"movement", 4}, {"vec", 1},   {"tile", 32},      {"rows", 4},
                      {"block", 256}, {"waves", 2},    {"group", 1}, {"batch_order", 0}};
   KernelArgs args;
-  pmt::push_params(as_permute(p), tiled, reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x2000),
+  templates::permute::push_params(as_permute(p), tiled, reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x2000),
                    args);
   REQUIRE(args.count() == 1);
-  pmt::TiledParams t;
+  templates::permute::TiledParams t;
   std::memcpy(&t, args.pointers()[0], sizeof t);
   CHECK(t.in == 0x1000);
   CHECK(t.out == 0x2000);
@@ -481,7 +481,7 @@ TEST_CASE("kernel parameters describe the tiled plane and the general gather") {
   grouped.set("group", 32);
   REQUIRE(fam().validate(*p, grouped, dev).empty());
   args.clear();
-  pmt::push_params(as_permute(p), grouped, reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x2000),
+  templates::permute::push_params(as_permute(p), grouped, reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x2000),
                    args);
   std::memcpy(&t, args.pointers()[0], sizeof t);
   CHECK(t.band_tiles.value == 64);
@@ -495,7 +495,7 @@ TEST_CASE("kernel parameters describe the tiled plane and the general gather") {
   auto odd = problem("float32", "1000x40", "10");
   REQUIRE(fam().validate(*odd, grouped_odd, dev).empty());
   args.clear();
-  pmt::push_params(as_permute(odd), grouped_odd, reinterpret_cast<void*>(0x1000),
+  templates::permute::push_params(as_permute(odd), grouped_odd, reinterpret_cast<void*>(0x1000),
                    reinterpret_cast<void*>(0x2000), args);
   std::memcpy(&t, args.pointers()[0], sizeof t);
   CHECK(t.rows == 1000);
@@ -523,9 +523,9 @@ TEST_CASE("kernel parameters describe the tiled plane and the general gather") {
                        {"block", 128}, {"waves", 32},   {"group", 1}, {"batch_order", 0}};
   REQUIRE(fam().validate(*g, general, dev).empty());
   args.clear();
-  pmt::push_params(as_permute(g), general, reinterpret_cast<void*>(0x10), reinterpret_cast<void*>(0x20),
+  templates::permute::push_params(as_permute(g), general, reinterpret_cast<void*>(0x10), reinterpret_cast<void*>(0x20),
                    args);
-  pmt::GeneralParams q;
+  templates::permute::GeneralParams q;
   std::memcpy(&q, args.pointers()[0], sizeof q);
   CHECK(q.count == 105);
   CHECK(q.dims[0].value == 7);
@@ -537,7 +537,7 @@ TEST_CASE("kernel parameters describe the tiled plane and the general gather") {
 }
 
 // The kernel's tile decomposition (permute_tiled), replayed on the host with the magic-number division.
-std::uint32_t device_divide(std::uint32_t n, const pmt::Divisor& d) {
+std::uint32_t device_divide(std::uint32_t n, const templates::permute::Divisor& d) {
   const auto hi = static_cast<std::uint32_t>((std::uint64_t{n} * static_cast<std::uint32_t>(d.magic)) >> 32);
   return static_cast<std::uint32_t>((std::uint64_t{hi} + n) >> (d.magic >> 32));
 }
@@ -554,8 +554,8 @@ TEST_CASE("the tiled kernel's tile order visits every tile of every plane exactl
                        {"block", 256}, {"waves", 1},    {"group", group}, {"batch_order", order}};
         if (!fam().validate(*p, c, dev).empty()) continue;
         KernelArgs args;
-        pmt::push_params(as_permute(p), c, nullptr, reinterpret_cast<void*>(0x100), args);
-        pmt::TiledParams t;
+        templates::permute::push_params(as_permute(p), c, nullptr, reinterpret_cast<void*>(0x100), args);
+        templates::permute::TiledParams t;
         std::memcpy(&t, args.pointers()[0], sizeof t);
         INFO(shape, " group ", group, " batch_order ", order);
         const std::uint64_t row_tiles = (t.rows + 15) / 16, col_tiles = (t.cols + 15) / 16;
@@ -567,7 +567,7 @@ TEST_CASE("the tiled kernel's tile order visits every tile of every plane exactl
           const std::uint32_t in_plane = tile - b * static_cast<std::uint32_t>(t.plane_tiles.value);
           const std::uint32_t band = device_divide(in_plane, t.band_tiles);
           const std::uint32_t in_band = in_plane - band * static_cast<std::uint32_t>(t.band_tiles.value);
-          const pmt::Divisor& h = band < t.full_bands ? t.band_rows : t.last_rows;
+          const templates::permute::Divisor& h = band < t.full_bands ? t.band_rows : t.last_rows;
           const std::uint32_t tc = device_divide(in_band, h);
           const std::uint32_t tr = band * static_cast<std::uint32_t>(t.band_rows.value) +
                                    (in_band - tc * static_cast<std::uint32_t>(h.value));

@@ -18,7 +18,7 @@ namespace jitune {
 namespace {
 
 const Family& fam() {
-  return sa::scatter_add_family();
+  return templates::scatter_add::scatter_add_family();
 }
 
 std::unique_ptr<Problem> index_add(const std::string& dtype, std::int64_t rows, std::int64_t count,
@@ -35,8 +35,8 @@ std::unique_ptr<Problem> dot(const std::string& dtype, std::int64_t n) {
   return fam().make_problem({{"op", "dot"}, {"dtype", dtype}, {"n", std::to_string(n)}});
 }
 
-const sa::ScatterAddProblem& as_sa(const Problem& p) {
-  return static_cast<const sa::ScatterAddProblem&>(p);
+const templates::scatter_add::ScatterAddProblem& as_sa(const Problem& p) {
+  return static_cast<const templates::scatter_add::ScatterAddProblem&>(p);
 }
 
 Config config(std::int64_t atomic, std::int64_t workspace, std::int64_t prereduce, std::int64_t block = 256,
@@ -115,9 +115,9 @@ TEST_CASE("constraints: what each strategy needs, and the heuristic is legal") {
   CHECK(fam().check(*huge, config(0, 1, 0), h100).find("2097152") != std::string::npos);
   CHECK(fam().check(*f16, config(0, 0, 0, 256, 4, 2), h100).find("vec") != std::string::npos);
   // The shared-memory pre-reduction: 65536 elements are two slices of 32768 float bins (128 KB).
-  CHECK(sa::block_slices(as_sa(*f16)) == 2);
-  CHECK(sa::block_slice_elements(as_sa(*f16)) == 32768);
-  CHECK(sa::block_slice_elements(as_sa(*index_add("float16", 40961, 10))) == 20482);
+  CHECK(templates::scatter_add::block_slices(as_sa(*f16)) == 2);
+  CHECK(templates::scatter_add::block_slice_elements(as_sa(*f16)) == 32768);
+  CHECK(templates::scatter_add::block_slice_elements(as_sa(*index_add("float16", 40961, 10))) == 20482);
   CHECK(
       fam().check(*f16, config(2, 0, 2, 1024), h100).empty());  // pairs of adjacent bins, even with rows of 1
   CHECK(fam().check(*f16, config(1, 0, 2, 1024), a100).empty());
@@ -165,20 +165,20 @@ TEST_CASE("pair units per row follow the destination's element parity") {
   auto odd = index_add("float16", 10, 10, 7);
   auto one = index_add("float16", 10, 10, 1);
   const Config packed = config(2, 0, 0), fast = config(1, 0, 0), packed_ws = config(2, 1, 0);
-  CHECK(sa::units_per_row(as_sa(*even), packed, 0) == 32);
-  CHECK(sa::units_per_row(as_sa(*even), packed, 1) == 33);     // a lone head and tail element
-  CHECK(sa::units_per_row(as_sa(*even), packed_ws, 1) == 32);  // the workspace is always aligned
-  CHECK(sa::units_per_row(as_sa(*odd), packed, 0) == 4);
-  CHECK(sa::units_per_row(as_sa(*odd), packed, 1) == 4);
-  CHECK(sa::units_per_row(as_sa(*odd), fast, 1) == 7);
-  CHECK(sa::units_per_row(as_sa(*one), fast, 0) == 1);
-  CHECK(sa::units_per_row(as_sa(*even), config(2, 0, 2), 1) == 64);  // shared bins: pairs only when flushing
+  CHECK(templates::scatter_add::units_per_row(as_sa(*even), packed, 0) == 32);
+  CHECK(templates::scatter_add::units_per_row(as_sa(*even), packed, 1) == 33);     // a lone head and tail element
+  CHECK(templates::scatter_add::units_per_row(as_sa(*even), packed_ws, 1) == 32);  // the workspace is always aligned
+  CHECK(templates::scatter_add::units_per_row(as_sa(*odd), packed, 0) == 4);
+  CHECK(templates::scatter_add::units_per_row(as_sa(*odd), packed, 1) == 4);
+  CHECK(templates::scatter_add::units_per_row(as_sa(*odd), fast, 1) == 7);
+  CHECK(templates::scatter_add::units_per_row(as_sa(*one), fast, 0) == 1);
+  CHECK(templates::scatter_add::units_per_row(as_sa(*even), config(2, 0, 2), 1) == 64);  // shared bins: pairs only when flushing
   // Odd offsets: a row's units cover each column exactly once whatever its parity (the kernel's rule).
   for (std::int64_t d : {1, 2, 3, 7, 64, 65})
     for (int parity : {0, 1})
       for (std::int64_t r : {0, 1, 2, 5}) {
         auto p = index_add("float16", 10, 10, d);
-        const std::int64_t units = sa::units_per_row(as_sa(*p), packed, parity);
+        const std::int64_t units = templates::scatter_add::units_per_row(as_sa(*p), packed, parity);
         const std::int64_t h = (parity + r * d) & 1;
         std::vector<int> seen(static_cast<std::size_t>(d), 0);
         for (std::int64_t u = 0; u < units; ++u) {
@@ -256,7 +256,7 @@ TEST_CASE("dot workload and reference") {
   REQUIRE(w.output_bytes.size() == 1);
   // Partials plus a block counter; only the counter must start at zero.
   const LaunchPrep prep = fam().prep(*p, fam().heuristic(*p, nominal_device(90)));
-  CHECK(prep.workspace_bytes == (sa::kMaxDotBlocks + 1) * 4);
+  CHECK(prep.workspace_bytes == (templates::scatter_add::kMaxDotBlocks + 1) * 4);
   CHECK(prep.zero_begin == prep.workspace_bytes - 4);
   CHECK(prep.zero_end == prep.workspace_bytes);
   double sum = 0;
@@ -268,9 +268,9 @@ TEST_CASE("dot workload and reference") {
 }
 
 TEST_CASE("tolerances grow with the contributions per element and shrink with float accumulation") {
-  const OutputCheck one = sa::accumulation_check(DType::kFloat16, DType::kFloat16, 2, 2.39);
-  const OutputCheck many = sa::accumulation_check(DType::kFloat16, DType::kFloat16, 257, 2.39);
-  const OutputCheck ws = sa::accumulation_check(DType::kFloat16, DType::kFloat32, 257, 2.39);
+  const OutputCheck one = templates::scatter_add::accumulation_check(DType::kFloat16, DType::kFloat16, 2, 2.39);
+  const OutputCheck many = templates::scatter_add::accumulation_check(DType::kFloat16, DType::kFloat16, 257, 2.39);
+  const OutputCheck ws = templates::scatter_add::accumulation_check(DType::kFloat16, DType::kFloat32, 257, 2.39);
   CHECK(one.atol < many.atol);
   CHECK(ws.atol < many.atol / 1000);
   CHECK(many.rtol == doctest::Approx(std::ldexp(1.0, -10)));
@@ -281,25 +281,25 @@ TEST_CASE("tolerances grow with the contributions per element and shrink with fl
                                      std::ldexp(1.0, -11) * 2.39));
   auto p = index_add("float16", 65536, 1 << 24);
   CHECK(fam().output_check(*p, 0).atol ==
-        doctest::Approx(sa::accumulation_check(DType::kFloat16, DType::kFloat16, 257, 2.39).atol));
+        doctest::Approx(templates::scatter_add::accumulation_check(DType::kFloat16, DType::kFloat16, 257, 2.39).atol));
   CHECK(fam().output_check(*index_add("float32", 65536, 1 << 24), 0).atol < 1e-3);
 }
 
 TEST_CASE("dot alignment: the widest vector both pointers share, with a scalar head") {
   alignas(64) static char mem[256];
   auto at = [](int off) -> const void* { return mem + off; };
-  auto a = sa::dot_alignment(at(0), at(32), 2, 8, 1000);
+  auto a = templates::scatter_add::dot_alignment(at(0), at(32), 2, 8, 1000);
   CHECK(a.vec == 8);
   CHECK(a.head == 0);
-  a = sa::dot_alignment(at(2), at(34), 2, 8, 1000);
+  a = templates::scatter_add::dot_alignment(at(2), at(34), 2, 8, 1000);
   CHECK(a.vec == 8);
   CHECK(a.head == 7);
-  a = sa::dot_alignment(at(0), at(4), 2, 8, 1000);
+  a = templates::scatter_add::dot_alignment(at(0), at(4), 2, 8, 1000);
   CHECK(a.vec == 2);
   CHECK(a.head == 0);
-  a = sa::dot_alignment(at(0), at(2), 2, 8, 1000);
+  a = templates::scatter_add::dot_alignment(at(0), at(2), 2, 8, 1000);
   CHECK(a.vec == 1);
-  a = sa::dot_alignment(at(2), at(2), 2, 8, 3);
+  a = templates::scatter_add::dot_alignment(at(2), at(2), 2, 8, 3);
   CHECK(a.head == 3);
 }
 

@@ -15,12 +15,12 @@
 namespace jitune {
 namespace {
 
-using upn::Direction;
-using upn::KernelKind;
-using upn::Strategy;
-using upn::UpsampleProblem;
+using templates::upsample_nearest2d::Direction;
+using templates::upsample_nearest2d::KernelKind;
+using templates::upsample_nearest2d::Strategy;
+using templates::upsample_nearest2d::UpsampleProblem;
 
-const Family& fam() { return upn::upsample_nearest2d_family(); }
+const Family& fam() { return templates::upsample_nearest2d::upsample_nearest2d_family(); }
 
 UpsampleNearest2d shape(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t oh,
                         std::int64_t ow, DType dtype = DType::kFloat32, ImageLayout layout = ImageLayout::kNCHW,
@@ -48,17 +48,17 @@ UpsampleNearest2d scaled(std::int64_t n, std::int64_t c, std::int64_t h, std::in
 
 // Forward source indices of one dimension: in -> out with an optional scale factor.
 std::vector<std::int64_t> sources(std::int64_t in, std::int64_t out, std::optional<double> factor, NearestMode mode) {
-  const float step = upn::forward_step(in, out, factor);
+  const float step = templates::upsample_nearest2d::forward_step(in, out, factor);
   std::vector<std::int64_t> v;
-  for (std::int64_t d = 0; d < out; ++d) v.push_back(upn::source_index(d, step, in, mode));
+  for (std::int64_t d = 0; d < out; ++d) v.push_back(templates::upsample_nearest2d::source_index(d, step, in, mode));
   return v;
 }
 
 // Backward window starts 0..in of one dimension.
 std::vector<std::int64_t> starts(std::int64_t in, std::int64_t out, std::optional<double> factor, NearestMode mode) {
-  const float step = upn::backward_step(in, out, factor);
+  const float step = templates::upsample_nearest2d::backward_step(in, out, factor);
   std::vector<std::int64_t> v;
-  for (std::int64_t i = 0; i <= in; ++i) v.push_back(upn::window_start(i, step, out, mode));
+  for (std::int64_t i = 0; i <= in; ++i) v.push_back(templates::upsample_nearest2d::window_start(i, step, out, mode));
   return v;
 }
 
@@ -82,7 +82,7 @@ TEST_CASE("forward index rule: hand-worked tables for fractional scales") {
   // nearest-exact: floor((d + 0.5) * step) = 0.36, 1.07, 1.79, 2.5, 3.21, 3.93, 4.64.
   CHECK(sources(5, 7, std::nullopt, kExact) == V{0, 1, 1, 2, 3, 3, 4});
   // scale_factor 1.5 on 5: size floor(7.5) = 7, step float(1 / 1.5) = 0.666666687f; 3 * step = 2.0000001 -> 2.
-  CHECK(upn::derived_size(5, 1.5) == 7);
+  CHECK(templates::upsample_nearest2d::derived_size(5, 1.5) == 7);
   CHECK(sources(5, 7, 1.5, kNearest) == V{0, 0, 1, 2, 2, 3, 4});
   // 3 -> 8 (x 2.67): step 0.375; exact (d + 0.5) * 0.375 = 0.19, 0.56, 0.94, 1.31, 1.69, 2.06, 2.44, 2.81.
   CHECK(sources(3, 8, std::nullopt, kNearest) == V{0, 0, 0, 1, 1, 1, 2, 2});
@@ -91,7 +91,7 @@ TEST_CASE("forward index rule: hand-worked tables for fractional scales") {
   CHECK(sources(7, 3, std::nullopt, kNearest) == V{0, 2, 4});
   CHECK(sources(7, 3, std::nullopt, kExact) == V{1, 3, 5});
   // scale_factor 0.5 on 8: size 4, step 2.
-  CHECK(upn::derived_size(8, 0.5) == 4);
+  CHECK(templates::upsample_nearest2d::derived_size(8, 0.5) == 4);
   CHECK(sources(8, 4, 0.5, kNearest) == V{0, 2, 4, 6});
   CHECK(sources(8, 4, 0.5, kExact) == V{1, 3, 5, 7});
   // x3 and x2 are exact: d / 3 and d / 2.
@@ -237,20 +237,20 @@ TEST_CASE("constraints: kernel by rule, scatter only in the general backward, pa
 TEST_CASE("pointer rule: the widest pack the shape and pointers allow, general fallback for the 2x kernel") {
   alignas(64) static char mem[512];
   UpsampleProblem fwd(Direction::kForward, scaled(1, 2, 4, 8, 2, 2));  // float, W = 8
-  CHECK(upn::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem, mem + 256) == 4);
-  CHECK(upn::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem + 8, mem + 256) == 2);
+  CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem, mem + 256) == 4);
+  CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem + 8, mem + 256) == 2);
   // Output one float off: not even pairs fit the 2x kernel; the general gather takes pack 1.
-  CHECK(upn::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem, mem + 260) == 0);
-  CHECK(upn::usable_pack(fwd, KernelKind::kGeneral, Strategy::kGather, 4, mem, mem + 260) == 1);
+  CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem, mem + 260) == 0);
+  CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kGeneral, Strategy::kGather, 4, mem, mem + 260) == 1);
   // NCHW gathers load scalars: the input pointer does not limit them.
-  CHECK(upn::usable_pack(fwd, KernelKind::kGeneral, Strategy::kGather, 4, mem + 4, mem + 256) == 4);
+  CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kGeneral, Strategy::kGather, 4, mem + 4, mem + 256) == 4);
   UpsampleProblem nhwc(Direction::kForward, scaled(1, 6, 4, 4, 2, 2, DType::kFloat16, ImageLayout::kNHWC));
-  CHECK(upn::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem, mem + 256) == 2);  // 6 channels
-  CHECK(upn::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem + 2, mem + 256) == 1);
+  CHECK(templates::upsample_nearest2d::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem, mem + 256) == 2);  // 6 channels
+  CHECK(templates::upsample_nearest2d::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem + 2, mem + 256) == 1);
   UpsampleProblem bwd(Direction::kBackward, scaled(1, 1, 4, 6, 1.5, 1.5));  // out_w = 9: scatter walks rows of 9
-  CHECK(upn::usable_pack(bwd, KernelKind::kGeneral, Strategy::kScatter, 4, mem, mem + 4) == 1);
-  CHECK(upn::usable_pack(bwd, KernelKind::kGeneral, Strategy::kGather, 4, mem, mem + 8) == 2);
-  const upn::Params params = upn::make_params(bwd, KernelKind::kGeneral, Strategy::kGather, 2, mem, mem + 8);
+  CHECK(templates::upsample_nearest2d::usable_pack(bwd, KernelKind::kGeneral, Strategy::kScatter, 4, mem, mem + 4) == 1);
+  CHECK(templates::upsample_nearest2d::usable_pack(bwd, KernelKind::kGeneral, Strategy::kGather, 4, mem, mem + 8) == 2);
+  const templates::upsample_nearest2d::Params params = templates::upsample_nearest2d::make_params(bwd, KernelKind::kGeneral, Strategy::kGather, 2, mem, mem + 8);
   CHECK(params.units == 4 * 6 / 2);
   CHECK(params.dst_numel == 24);
   CHECK(params.scale_h == 1.5f);
