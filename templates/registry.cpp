@@ -4,6 +4,7 @@
 #include "templates/family.hpp"
 #include "templates/scatter_add/scatter_add.hpp"
 #include "templates/permute/permute.hpp"
+#include "templates/reduce_rows/reduce_rows.hpp"
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
 
 namespace jitune {
@@ -17,6 +18,7 @@ std::vector<const Family*>& registered() {
       &scatter_add_family(),
       &permute_family(),
       &upsample_nearest2d_family(),
+      &reduce_rows_family(),
   };
   return all;
 }

@@ -7,4 +7,5 @@
 #include <jitune/ops/elementwise.hpp>
 #include <jitune/ops/scatter_add.hpp>
 #include <jitune/ops/permute.hpp>
+#include <jitune/ops/reduce_rows.hpp>
 #include <jitune/ops/upsample_nearest2d.hpp>
