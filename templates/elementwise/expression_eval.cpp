@@ -206,9 +206,9 @@ double math2(Fn fn, double a, double b) {
 // clang-format on
 
 // Types the tree (rejecting what the host cannot evaluate) and emits postfix code with explicit conversions.
-class Compiler {
+class BytecodeBuilder {
  public:
-  Compiler(const Statement& statement, const std::vector<int>& input_slots)
+  BytecodeBuilder(const Statement& statement, const std::vector<int>& input_slots)
       : s_(statement), input_slots_(input_slots), types_(statement.nodes.size(), Type::kFloat) {}
 
   std::vector<Instruction> compile(Type& result) {
@@ -437,7 +437,7 @@ Evaluator::Evaluator(const Expression& expression) : root_(std::make_unique<Node
     slots.push_back(static_cast<int>(found - expression.inputs.begin()));
   }
   Type result = Type::kFloat;
-  root_->program = Compiler(s, slots).compile(result);
+  root_->program = BytecodeBuilder(s, slots).compile(result);
   root_->int_result = result == Type::kInt;
 }
 
