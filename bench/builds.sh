@@ -12,7 +12,7 @@ if [ -n "$src" ] && [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then mkdir -p "$(di
 export JITUNE_CACHE_DIR=/tmp/jitune-builds-cache
 rm -rf "$JITUNE_CACHE_DIR"
 fam=(); for f in "$@"; do fam+=(--family "$f"); done
-"$new/jitune" explain --suite default "${fam[@]}" > "$out/explain.txt" 2>&1; tail -2 "$out/explain.txt"
+"$new/jitune" explain --suite default > "$out/explain.txt" 2>&1; tail -2 "$out/explain.txt"
 run() {  # name binary
   local t0=$SECONDS
   "$2/jitune_bench" --json "$out/$1.json" "${fam[@]}" > "$out/$1.log" 2>&1 || echo "$1: exit $?"
