@@ -1,0 +1,42 @@
+"""reduce_rows peers: torch.sum(x, -1, out=) and torch.amax(x, -1, out=) for the 12 cases of the family's suite."""
+import torch
+
+from .common import nonzero
+
+# (op, dtype, rows, cols), as ReduceRowsFamily::default_suite lists them.
+CASES = (
+    ("sum", "float32", 4096, 4096), ("max", "float32", 4096, 4096),
+    ("sum", "float16", 4096, 4096), ("sum", "float32", 65536, 1024),
+    ("max", "bfloat16", 65536, 1024), ("sum", "float32", 1048576, 64),
+    ("max", "float16", 1048576, 32), ("sum", "float32", 8, 65536),
+    ("max", "float16", 8, 65536), ("sum", "float32", 1024, 65536),
+    ("sum", "bfloat16", 1024, 65536), ("max", "float32", 1024, 65536),
+)
+
+# Relative tolerance of a sum by output dtype (one rounding of the result); the absolute part grows with the row.
+RTOL = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
+
+
+def cases():
+    return [_case(*c) for c in CASES]
+
+
+def _case(op, dtype, rows, cols):
+    name = f"reduce_rows_{op}_{dtype}_{rows}x{cols}"
+
+    def setup():
+        dt = getattr(torch, dtype)
+        x = nonzero((rows, cols), dt)
+        res = torch.empty(rows, device="cuda", dtype=dt)
+        if op == "sum":
+            run = lambda: torch.sum(x, -1, out=res)
+            # Against the float64 sum: a float accumulation in another order, rounded once to the dtype.
+            check = lambda: torch.allclose(res.double(), x.double().sum(-1), rtol=RTOL[dtype], atol=cols * 2.0**-20)
+        else:
+            run = lambda: torch.amax(x, -1, out=res)
+            check = lambda: torch.equal(res, x.float().max(-1).values.to(dt))  # max picks an element: exact
+        return run, check
+
+    size = 4 if dtype == "float32" else 2
+    return {"case": name, "setup": setup, "bytes": (rows * cols + rows) * size,
+            "op": f"torch.{'sum' if op == 'sum' else 'amax'}(x, -1, out=)"}
