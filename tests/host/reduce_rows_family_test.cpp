@@ -320,6 +320,9 @@ TEST_CASE("workload: random, never zero, one row after the other") {
   REQUIRE(w.inputs.size() == 1);
   CHECK(w.inputs[0].size() == 33 * 65 * 2);
   CHECK(w.output_bytes == std::vector<std::size_t>{33 * 2});
+  const auto specs = fam().buffers(*p);  // what the tuner's harness binds is what the runtime checks
+  CHECK(w.inputs[0].size() == specs[0].extent_bytes());
+  CHECK(w.output_bytes[0] == specs[1].extent_bytes());
   for (std::size_t i = 0; i < 33 * 65; ++i) REQUIRE(load_element(DType::kFloat16, w.inputs[0].data(), i) != 0.0);
   CHECK(fam().workload(*p, 8).inputs[0] != w.inputs[0]);
 }
