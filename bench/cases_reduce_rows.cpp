@@ -1,6 +1,6 @@
-// reduce_rows bench cases: the family's default suite (sum and max over rows of 32 to 65536 elements, float32 /
-// float16 / bfloat16), through jitune::reduce_rows with the tuned and the heuristic-default runtime, verified
-// against the CPU reference first. Bandwidth counts x read once and y written once.
+// reduce_rows bench cases: the family's default suite (sum and max over rows of 32 to 65536 elements, float32
+// / float16 / bfloat16), through jitune::reduce_rows with the tuned and the heuristic-default runtime,
+// verified against the CPU reference first. Bandwidth counts x read once and y written once.
 #include "bench/bench_case.hpp"
 #include "templates/reduce_rows/reduce_rows.hpp"
 #include "tuner/measure.hpp"
@@ -36,8 +36,8 @@ nlohmann::json run_reduce_rows(Context& ctx, const std::string& signature) {
   }
   const bool small = p.bytes_moved() < 4.0 * static_cast<double>(ctx.tuned.device().l2_bytes);
   auto us = time_pair([&] { reduce_rows(ctx.tuned, x, y, p.rows(), p.cols(), p.op(), p.dtype(), s); },
-                      [&] { reduce_rows(ctx.heuristic, x, y, p.rows(), p.cols(), p.op(), p.dtype(), s); }, small,
-                      stream.get());
+                      [&] { reduce_rows(ctx.heuristic, x, y, p.rows(), p.cols(), p.op(), p.dtype(), s); },
+                      small, stream.get());
   finish_row(row, ctx, "reduce_rows", p.signature(), p.bytes_moved(), 0, us, small);
   return row;
 }
@@ -45,7 +45,8 @@ nlohmann::json run_reduce_rows(Context& ctx, const std::string& signature) {
 std::vector<Case> reduce_rows_cases() {
   std::vector<Case> out;
   for (const auto& [name, signature] : templates::reduce_rows::reduce_rows_family().default_suite())
-    out.push_back({name, "reduce_rows", [sig = signature](Context& ctx) { return run_reduce_rows(ctx, sig); }});
+    out.push_back(
+        {name, "reduce_rows", [sig = signature](Context& ctx) { return run_reduce_rows(ctx, sig); }});
   return out;
 }
 

@@ -1,5 +1,5 @@
-// reduce_rows family: space and constraints, heuristic default, instantiation, launch geometry, kernel parameters
-// and workspace, call decoding, workload, CPU reference and tolerances.
+// reduce_rows family: space and constraints, heuristic default, instantiation, launch geometry, kernel
+// parameters and workspace, call decoding, workload, CPU reference and tolerances.
 #include "templates/reduce_rows/reduce_rows.hpp"
 
 #include <algorithm>
@@ -14,23 +14,33 @@
 namespace jitune::templates::reduce_rows {
 namespace {
 
-// The kernel kind follows `threads`: teams inside a warp run reduce_rows_group, whole blocks reduce_rows_block (or
-// reduce_rows_cluster when cluster = 1).
+// The kernel kind follows `threads`: teams inside a warp run reduce_rows_group, whole blocks
+// reduce_rows_block (or reduce_rows_cluster when cluster = 1).
 constexpr std::int64_t kMaxTeam = 32;
 // Grid-stride kernels get at most this many waves of blocks (rows are uniform, so more buys nothing).
 constexpr std::int64_t kWaves = 16;
 // Loads of one row a team may issue in flight per thread (registers: 8 x 16 bytes).
 constexpr std::int64_t kMaxLoads = 8;
-// Passes over a row a team inside a warp may make; longer rows are the block kernels' (far fewer teams than SMs
-// otherwise, or a warp streaming a row that a block reads in a few passes).
+// Passes over a row a team inside a warp may make; longer rows are the block kernels' (far fewer teams than
+// SMs otherwise, or a warp streaming a row that a block reads in a few passes).
 constexpr std::int64_t kMaxTeamPasses = 64;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::int64_t pow2_ceil(std::int64_t v) { return static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(v, 1)))); }
-std::int64_t pow2_floor(std::int64_t v) { return static_cast<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(std::max<std::int64_t>(v, 1)))); }
-std::string n(std::int64_t v) { return std::to_string(v); }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+std::int64_t pow2_ceil(std::int64_t v) {
+  return static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(v, 1))));
+}
+std::int64_t pow2_floor(std::int64_t v) {
+  return static_cast<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(std::max<std::int64_t>(v, 1))));
+}
+std::string n(std::int64_t v) {
+  return std::to_string(v);
+}
 
-bool supported(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
+bool supported(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
 
 // How a config cuts one row: loads of `pack` elements ("units", the last one partial when cols % pack != 0),
 // `split` slices of them, `threads` threads on a slice.
@@ -46,14 +56,20 @@ Cut cut(const ReduceRowsProblem& p, const Config& c) {
   return k;
 }
 
-bool is_group(const Config& c) { return c.at("threads") <= kMaxTeam; }
-bool uses_workspace(const Config& c) { return c.at("split") > 1 && c.at("cluster") == 0; }
+bool is_group(const Config& c) {
+  return c.at("threads") <= kMaxTeam;
+}
+bool uses_workspace(const Config& c) {
+  return c.at("split") > 1 && c.at("cluster") == 0;
+}
 
 // Why a group-kernel config cannot run or cannot help, empty if it is fine.
 std::string check_group(const ReduceRowsProblem& p, const Config& c, const Cut& k) {
-  const std::int64_t threads = c.at("threads"), pack = c.at("pack"), unroll = c.at("unroll"), rows = c.at("rows");
+  const std::int64_t threads = c.at("threads"), pack = c.at("pack"), unroll = c.at("unroll"),
+                     rows = c.at("rows");
   if (c.at("split") != 1 || c.at("cluster") != 0)
-    return "threads " + n(threads) + " is a team inside a warp, one team a row: split must be 1 and cluster 0";
+    return "threads " + n(threads) +
+           " is a team inside a warp, one team a row: split must be 1 and cluster 0";
   if (threads > pow2_ceil(k.units))
     return "threads " + n(threads) + " for rows of " + n(k.units) + " loads of pack " + n(pack) +
            ": half the team would load nothing";
@@ -67,17 +83,20 @@ std::string check_group(const ReduceRowsProblem& p, const Config& c, const Cut& 
            " bytes of a row per pass, less than a 32-byte sector, and rows need " + n(k.passes) +
            " passes: loads would not coalesce";
   if (rows > 1 && k.passes > unroll)
-    return "rows " + n(rows) + ": several rows per team only for rows one unrolled pass covers (" + n(k.passes) +
-           " loads per thread here)";
-  if (rows > pow2_ceil(p.rows())) return "rows " + n(rows) + " per team for a problem of " + n(p.rows()) + " rows";
+    return "rows " + n(rows) + ": several rows per team only for rows one unrolled pass covers (" +
+           n(k.passes) + " loads per thread here)";
+  if (rows > pow2_ceil(p.rows()))
+    return "rows " + n(rows) + " per team for a problem of " + n(p.rows()) + " rows";
   if (rows * unroll > kMaxLoads)
-    return "rows " + n(rows) + " x unroll " + n(unroll) + " loads in flight per thread; at most " + n(kMaxLoads);
+    return "rows " + n(rows) + " x unroll " + n(unroll) + " loads in flight per thread; at most " +
+           n(kMaxLoads);
   return {};
 }
 
 // Why a block-kernel config cannot run or cannot help, empty if it is fine.
 std::string check_block(const ReduceRowsProblem& p, const Config& c, const Cut& k, const DeviceInfo& device) {
-  const std::int64_t threads = c.at("threads"), pack = c.at("pack"), unroll = c.at("unroll"), split = c.at("split");
+  const std::int64_t threads = c.at("threads"), pack = c.at("pack"), unroll = c.at("unroll"),
+                     split = c.at("split");
   if (c.at("rows") != 1) return "threads " + n(threads) + " reduce one row per block: rows must be 1";
   if (threads > device.max_threads_per_block)
     return "threads " + n(threads) + " exceeds the device's " + n(device.max_threads_per_block) +
@@ -85,7 +104,8 @@ std::string check_block(const ReduceRowsProblem& p, const Config& c, const Cut& 
   if (c.at("cluster") == 1) {
     if (split == 1) return "cluster 1 joins the blocks of a split row: it needs split >= 2";
     if (device.cc() < 90)
-      return "thread-block clusters need sm_90 or newer; this device is " + device.arch() + " (use cluster 0)";
+      return "thread-block clusters need sm_90 or newer; this device is " + device.arch() +
+             " (use cluster 0)";
     if (split > 8) return "split " + n(split) + ": a portable cluster holds at most 8 blocks";
   }
   if (split > 1 && p.rows() >= device.sm_count)
@@ -110,7 +130,8 @@ std::int64_t parse_size(const std::map<std::string, std::string>& options, const
   std::int64_t v = -1;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v < 0)
-    throw InvalidArgument(std::string("reduce_rows problem: ") + key + "='" + text + "' is not a non-negative integer");
+    throw InvalidArgument(std::string("reduce_rows problem: ") + key + "='" + text +
+                          "' is not a non-negative integer");
   return v;
 }
 
@@ -126,11 +147,16 @@ class ReduceRowsFamily final : public Family {
       : space_({
             {"threads",
              {1, 2, 4, 8, 16, 32, 128, 256, 512, 1024},
-             "threads reducing one row: 1-32 a team inside a warp (256-thread blocks of teams), 128-1024 the whole "
+             "threads reducing one row: 1-32 a team inside a warp (256-thread blocks of teams), 128-1024 the "
+             "whole "
              "block"},
-            {"pack", {1, 2, 4, 8}, "elements per vector load, pack * element size <= 16 bytes; rows start pack-aligned"},
+            {"pack",
+             {1, 2, 4, 8},
+             "elements per vector load, pack * element size <= 16 bytes; rows start pack-aligned"},
             {"unroll", {1, 2, 4, 8}, "loads of one row each thread issues before folding them"},
-            {"rows", {1, 2, 4, 8}, "teams: rows a team reduces at once (loads in flight for short rows); blocks: 1"},
+            {"rows",
+             {1, 2, 4, 8},
+             "teams: rows a team reduces at once (loads in flight for short rows); blocks: 1"},
             {"split", {1, 2, 4, 8, 16, 32}, "blocks: blocks per row, for few long rows; teams: 1"},
             {"cluster",
              {0, 1},
@@ -152,10 +178,12 @@ class ReduceRowsFamily final : public Family {
   std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
     for (const char* key : {"dtype", "op", "rows", "cols"})
       if (!options.count(key))
-        throw InvalidArgument(std::string("reduce_rows problem: missing '") + key + "' (options: dtype, op, rows, cols)");
+        throw InvalidArgument(std::string("reduce_rows problem: missing '") + key +
+                              "' (options: dtype, op, rows, cols)");
     for (const auto& [key, value] : options)
       if (key != "dtype" && key != "op" && key != "rows" && key != "cols")
-        throw InvalidArgument("reduce_rows problem: unknown option '" + key + "'; options are dtype, op, rows, cols");
+        throw InvalidArgument("reduce_rows problem: unknown option '" + key +
+                              "'; options are dtype, op, rows, cols");
     return std::make_unique<ReduceRowsProblem>(parse_dtype(options.at("dtype")), parse_op(options.at("op")),
                                                parse_size(options, "rows"), parse_size(options, "cols"));
   }
@@ -166,8 +194,8 @@ class ReduceRowsFamily final : public Family {
     const std::int64_t units = ceil_div(std::max<std::int64_t>(p.cols(), 1), pack);
     Config c{{"threads", 0}, {"pack", pack}, {"unroll", 1}, {"rows", 1}, {"split", 1}, {"cluster", 0}};
     if (units <= kMaxTeam * kMaxLoads) {
-      // Rows of up to 8 warp-wide passes: one team a row, as narrow as covers the row in one pass, else a warp
-      // unrolled over the row; short rows take several rows at once so 4 (small loads: 8) are in flight.
+      // Rows of up to 8 warp-wide passes: one team a row, as narrow as covers the row in one pass, else a
+      // warp unrolled over the row; short rows take several rows at once so 4 (small loads: 8) are in flight.
       const std::int64_t threads = std::min(kMaxTeam, pow2_ceil(units));
       const std::int64_t unroll = pow2_ceil(ceil_div(units, threads));
       const std::int64_t target = bytes <= 4 ? kMaxLoads : 4;
@@ -176,8 +204,8 @@ class ReduceRowsFamily final : public Family {
       c.set("rows", std::clamp<std::int64_t>(target / unroll, 1, pow2_ceil(p.rows())));
       return c;
     }
-    // Long rows: a block a row, with >= 4 loads per thread. Fewer rows than SMs: split each row over blocks so
-    // about two blocks run per SM (slices of >= 1024 loads); on sm_90 a cluster of up to 8 blocks.
+    // Long rows: a block a row, with >= 4 loads per thread. Fewer rows than SMs: split each row over blocks
+    // so about two blocks run per SM (slices of >= 1024 loads); on sm_90 a cluster of up to 8 blocks.
     std::int64_t split = 1;
     if (p.rows() >= 1 && p.rows() < device.sm_count) {
       split = std::clamp<std::int64_t>(pow2_ceil(ceil_div(2 * device.sm_count, p.rows())), 1, 32);
@@ -212,8 +240,9 @@ class ReduceRowsFamily final : public Family {
   KernelSource source(const Problem& problem, const Config& config) const override {
     const auto& p = static_cast<const ReduceRowsProblem&>(problem);
     const auto v = [&](const char* key) { return std::to_string(config.at(key)); };
-    const std::string head = std::to_string(static_cast<int>(p.op())) + ", " + std::string(dtype_cuda_type(p.dtype())) +
-                             ", " + v("threads") + ", " + v("pack") + ", " + v("unroll") + ", ";
+    const std::string head = std::to_string(static_cast<int>(p.op())) + ", " +
+                             std::string(dtype_cuda_type(p.dtype())) + ", " + v("threads") + ", " +
+                             v("pack") + ", " + v("unroll") + ", ";
     std::string name = "jitune::templates::reduce_rows::";
     if (is_group(config))
       name += "reduce_rows_group<" + head + v("rows") + ">";
@@ -224,7 +253,8 @@ class ReduceRowsFamily final : public Family {
     return {"#include \"reduce_rows/reduce_rows.cuh\"\n", std::move(name)};
   }
 
-  LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
+  LaunchShape launch_shape(const Problem& problem, const Config& config,
+                           const DeviceInfo& device) const override {
     const auto& p = static_cast<const ReduceRowsProblem&>(problem);
     const std::int64_t threads = config.at("threads"), split = config.at("split");
     LaunchShape s;
@@ -249,7 +279,8 @@ class ReduceRowsFamily final : public Family {
     const std::int64_t rows = in.next();
     const std::int64_t cols = in.next();
     if (op != static_cast<std::int64_t>(ReduceOp::kSum) && op != static_cast<std::int64_t>(ReduceOp::kMax))
-      throw InvalidArgument("reduce_rows: op " + n(op) + " is neither ReduceOp::kSum (0) nor ReduceOp::kMax (1)");
+      throw InvalidArgument("reduce_rows: op " + n(op) +
+                            " is neither ReduceOp::kSum (0) nor ReduceOp::kMax (1)");
     return std::make_unique<ReduceRowsProblem>(dtype, static_cast<ReduceOp>(op), rows, cols);
   }
 
@@ -290,7 +321,8 @@ class ReduceRowsFamily final : public Family {
     return prep;
   }
 
-  void kernel_args(const Problem& problem, const Config& config, const Bindings& b, KernelArgs& args) const override {
+  void kernel_args(const Problem& problem, const Config& config, const Bindings& b,
+                   KernelArgs& args) const override {
     const auto& p = static_cast<const ReduceRowsProblem&>(problem);
     const auto address = [](const void* ptr) {
       return static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(ptr));
@@ -338,30 +370,33 @@ class ReduceRowsFamily final : public Family {
     return {std::move(out)};
   }
 
-  // Max picks an element: exact. Sum: float accumulation in another order than the reference's double sum errs by
-  // about 2^-24 * |partial sums| per step; bound it by cols * 2^-20 (inputs < 4 in magnitude), which still
-  // catches one element of the smallest magnitude (0.25) missing or counted twice in rows up to 2^17 elements.
-  // Half / bfloat16 outputs add one rounding of the result (an ulp: 2^-10 / 2^-7 relative).
+  // Max picks an element: exact. Sum: float accumulation in another order than the reference's double sum
+  // errs by about 2^-24 * |partial sums| per step; bound it by cols * 2^-20 (inputs < 4 in magnitude), which
+  // still catches one element of the smallest magnitude (0.25) missing or counted twice in rows up to 2^17
+  // elements. Half / bfloat16 outputs add one rounding of the result (an ulp: 2^-10 / 2^-7 relative).
   OutputCheck output_check(const Problem& problem, std::size_t) const override {
     const auto& p = static_cast<const ReduceRowsProblem&>(problem);
     if (p.op() == ReduceOp::kMax) return {p.dtype(), 0, 0};
     const double atol = std::max(1e-6, std::ldexp(static_cast<double>(p.cols()), -20));
     switch (p.dtype()) {
-      case DType::kFloat16: return {DType::kFloat16, 1e-3, atol};
-      case DType::kBFloat16: return {DType::kBFloat16, 8e-3, atol};
-      default: return {DType::kFloat32, 1e-5, atol};
+      case DType::kFloat16:
+        return {DType::kFloat16, 1e-3, atol};
+      case DType::kBFloat16:
+        return {DType::kBFloat16, 8e-3, atol};
+      default:
+        return {DType::kFloat32, 1e-5, atol};
     }
   }
 
   std::vector<std::pair<std::string, std::string>> default_suite() const override {
     static const char* const kCases[][4] = {
         // op, dtype, rows, cols
-        {"sum", "float32", "4096", "4096"},    {"max", "float32", "4096", "4096"},
-        {"sum", "float16", "4096", "4096"},    {"sum", "float32", "65536", "1024"},
-        {"max", "bfloat16", "65536", "1024"},  {"sum", "float32", "1048576", "64"},
-        {"max", "float16", "1048576", "32"},   {"sum", "float32", "8", "65536"},
-        {"max", "float16", "8", "65536"},      {"sum", "float32", "1024", "65536"},
-        {"sum", "bfloat16", "1024", "65536"},  {"max", "float32", "1024", "65536"},
+        {"sum", "float32", "4096", "4096"},   {"max", "float32", "4096", "4096"},
+        {"sum", "float16", "4096", "4096"},   {"sum", "float32", "65536", "1024"},
+        {"max", "bfloat16", "65536", "1024"}, {"sum", "float32", "1048576", "64"},
+        {"max", "float16", "1048576", "32"},  {"sum", "float32", "8", "65536"},
+        {"max", "float16", "8", "65536"},     {"sum", "float32", "1024", "65536"},
+        {"sum", "bfloat16", "1024", "65536"}, {"max", "float32", "1024", "65536"},
     };
     std::vector<std::pair<std::string, std::string>> cases;
     for (const auto& c : kCases)
@@ -385,9 +420,11 @@ ReduceRowsProblem::ReduceRowsProblem(DType dtype, ReduceOp op, std::int64_t rows
   if (cols < 0) throw InvalidArgument("reduce_rows: cols is negative (" + n(cols) + ")");
   if (rows > kMaxRows) throw InvalidArgument("reduce_rows: rows " + n(rows) + " exceeds 2^31 - 1");
   if (cols > kMaxCols)
-    throw InvalidArgument("reduce_rows: cols " + n(cols) + " exceeds 2^30; reduce a reshaped view in two steps");
+    throw InvalidArgument("reduce_rows: cols " + n(cols) +
+                          " exceeds 2^30; reduce a reshaped view in two steps");
   if (op == ReduceOp::kMax && cols == 0)
-    throw InvalidArgument("reduce_rows: max over rows of 0 elements has no value (torch.amax refuses it too)");
+    throw InvalidArgument(
+        "reduce_rows: max over rows of 0 elements has no value (torch.amax refuses it too)");
 }
 
 int ReduceRowsProblem::max_pack() const noexcept {
@@ -396,11 +433,13 @@ int ReduceRowsProblem::max_pack() const noexcept {
   return pack;
 }
 
-std::string_view reduce_op_name(ReduceOp op) noexcept { return op == ReduceOp::kMax ? "max" : "sum"; }
+std::string_view reduce_op_name(ReduceOp op) noexcept {
+  return op == ReduceOp::kMax ? "max" : "sum";
+}
 
 std::string ReduceRowsProblem::signature() const {
-  return "cols=" + n(cols_) + ";dtype=" + std::string(dtype_name(dtype_)) + ";op=" + std::string(reduce_op_name(op_)) +
-         ";rows=" + n(rows_);
+  return "cols=" + n(cols_) + ";dtype=" + std::string(dtype_name(dtype_)) +
+         ";op=" + std::string(reduce_op_name(op_)) + ";rows=" + n(rows_);
 }
 
 std::string ReduceRowsProblem::group() const {
@@ -412,7 +451,8 @@ std::vector<double> ReduceRowsProblem::features() const {
 }
 
 double ReduceRowsProblem::bytes_moved() const {
-  return (static_cast<double>(rows_) * static_cast<double>(cols_) + static_cast<double>(rows_)) * element_size();
+  return (static_cast<double>(rows_) * static_cast<double>(cols_) + static_cast<double>(rows_)) *
+         element_size();
 }
 
 const Family& reduce_rows_family() {

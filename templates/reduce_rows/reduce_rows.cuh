@@ -1,22 +1,23 @@
-// Row reduction kernels: y[r] = sum or max over c of x[r, c] for a contiguous rows x cols tensor, accumulated in
-// float, y in x's type (torch.sum(x, -1) / torch.amax(x, -1); max propagates NaN).
+// Row reduction kernels: y[r] = sum or max over c of x[r, c] for a contiguous rows x cols tensor, accumulated
+// in float, y in x's type (torch.sum(x, -1) / torch.amax(x, -1); max propagates NaN).
 //
-// Every thread folds kPack elements per aligned vector load (16 bytes at most), kUnroll loads of each of its kRows
-// rows issued before any is folded, into kPack independent float accumulators. A team of threads then combines its
-// threads' partials; which team is the kernel:
-//   reduce_rows_group:   teams of 1..32 threads inside a warp, one row each (warp shuffles only); a block of
-//                        kGroupBlock threads takes kGroupBlock / kThreads * kRows rows per step of a grid-stride
-//                        loop. For short and medium rows.
-//   reduce_rows_block:   the whole block on one row (shuffles, then one float per warp through shared memory), a
-//                        grid-stride loop over rows. kWorkspace: `split` blocks per row, each on a slice of the
-//                        row; each writes its partial to the workspace, and the block that arrives last at the
-//                        row's counter combines the partials in slice order (deterministic) and resets the counter.
-//   reduce_rows_cluster: sm_90+: the `kCluster` blocks of one row form a thread-block cluster; block 0 reads the
-//                        other blocks' partials from their shared memory (distributed shared memory): no
-//                        workspace, no second launch.
-// Rows start pack-aligned (the host narrows kPack to what x's address and row pitch allow); elements of a last,
-// partial pack (only when rows == 1) go through a scalar path. Every kernel waits for the previous kernel of the
-// stream before its first global memory access (programmatic dependent launch on sm_90+).
+// Every thread folds kPack elements per aligned vector load (16 bytes at most), kUnroll loads of each of its
+// kRows rows issued before any is folded, into kPack independent float accumulators. A team of threads then
+// combines its threads' partials; which team is the kernel:
+//   reduce_rows_group:   teams of 1..32 threads inside a warp, one row each (warp shuffles only); a block
+//                        of kGroupBlock threads takes kGroupBlock / kThreads * kRows rows per step of a
+//                        grid-stride loop. For short and medium rows.
+//   reduce_rows_block:   the whole block on one row (shuffles, then one float per warp through shared
+//                        memory), a grid-stride loop over rows. kWorkspace: `split` blocks per row, each on
+//                        a slice of the row; each writes its partial to the workspace, and the block that
+//                        arrives last at the row's counter combines the partials in slice order
+//                        (deterministic) and resets the counter.
+//   reduce_rows_cluster: sm_90+: the `kCluster` blocks of one row form a thread-block cluster; block 0
+//                        reads the other blocks' partials from their shared memory (distributed shared
+//                        memory): no workspace, no second launch.
+// Rows start pack-aligned (the host narrows kPack to what x's address and row pitch allow); elements of a
+// last, partial pack (only when rows == 1) go through a scalar path. Every kernel waits for the previous
+// kernel of the stream before its first global memory access (programmatic dependent launch on sm_90+).
 #pragma once
 
 #include "common/types.cuh"
@@ -53,8 +54,8 @@ struct Combine<kMax> {
   }
 };
 
-/// Programmatic dependent launch (sm_90+): returns once the stream's previous kernel has finished and its writes
-/// are visible; nothing before it may touch global memory. A no-op for a normal launch.
+/// Programmatic dependent launch (sm_90+): returns once the stream's previous kernel has finished and its
+/// writes are visible; nothing before it may touch global memory. A no-op for a normal launch.
 __device__ __forceinline__ void wait_for_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -90,8 +91,9 @@ __device__ __forceinline__ Pack<T, kPack> load_pack(const Pack<T, kPack>* at) {
   return out;
 }
 
-/// Combines v across the aligned teams of kWidth lanes (a power of two <= 32); every lane of the warp must call it
-/// and every lane of a team ends with the team's result. The order is fixed, so results are deterministic.
+/// Combines v across the aligned teams of kWidth lanes (a power of two <= 32); every lane of the warp must
+/// call it and every lane of a team ends with the team's result. The order is fixed, so results are
+/// deterministic.
 template <int kOp, int kWidth>
 __device__ __forceinline__ float team_reduce(float v) {
 #pragma unroll
@@ -99,7 +101,8 @@ __device__ __forceinline__ float team_reduce(float v) {
   return v;
 }
 
-/// The block's result in warp 0 (all of it); `warp_partial` holds kBlock / 32 floats. Every thread must call it.
+/// The block's result in warp 0 (all of it); `warp_partial` holds kBlock / 32 floats. Every thread must call
+/// it.
 template <int kOp, int kBlock>
 __device__ __forceinline__ float block_reduce(float v, float* warp_partial) {
   constexpr int kWarps = kBlock / 32;
@@ -112,12 +115,12 @@ __device__ __forceinline__ float block_reduce(float v, float* warp_partial) {
   return v;
 }
 
-/// Thread `t` of a team of kTeam threads folds packs begin + t, begin + t + kTeam, ... (< end) of each live row,
-/// then the scalar elements tail_begin + t, ... (< tail_end), into out[r]. kUnroll packs of every row are loaded
-/// before any is folded: kRows * kUnroll loads in flight.
+/// Thread `t` of a team of kTeam threads folds packs begin + t, begin + t + kTeam, ... (< end) of each live
+/// row, then the scalar elements tail_begin + t, ... (< tail_end), into out[r]. kUnroll packs of every row
+/// are loaded before any is folded: kRows * kUnroll loads in flight.
 template <int kOp, class T, int kPack, int kUnroll, int kRows, int kTeam>
-__device__ __forceinline__ void fold_rows(const T* const (&row)[kRows], const bool (&live)[kRows], int begin, int end,
-                                          int tail_begin, int tail_end, int t, float (&out)[kRows]) {
+__device__ __forceinline__ void fold_rows(const T* const (&row)[kRows], const bool (&live)[kRows], int begin,
+                                          int end, int tail_begin, int tail_end, int t, float (&out)[kRows]) {
   typedef Pack<T, kPack> P;
   float acc[kRows][kPack];
 #pragma unroll
@@ -148,7 +151,8 @@ __device__ __forceinline__ void fold_rows(const T* const (&row)[kRows], const bo
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (live[r] && i + u * kTeam < end) v[r][u] = load_pack(reinterpret_cast<const P*>(row[r]) + i + u * kTeam);
+        if (live[r] && i + u * kTeam < end)
+          v[r][u] = load_pack(reinterpret_cast<const P*>(row[r]) + i + u * kTeam);
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -161,7 +165,8 @@ __device__ __forceinline__ void fold_rows(const T* const (&row)[kRows], const bo
   for (int r = 0; r < kRows; ++r) {
     if (live[r])
 #pragma unroll 1
-      for (int e = tail_begin + t; e < tail_end; e += kTeam) acc[r][0] = Combine<kOp>::apply(acc[r][0], to_float(row[r][e]));
+      for (int e = tail_begin + t; e < tail_end; e += kTeam)
+        acc[r][0] = Combine<kOp>::apply(acc[r][0], to_float(row[r][e]));
 #pragma unroll
     for (int s = kPack / 2; s > 0; s /= 2)
 #pragma unroll
@@ -170,8 +175,8 @@ __device__ __forceinline__ void fold_rows(const T* const (&row)[kRows], const bo
   }
 }
 
-/// Slice `part` of `split` of a row of `packs` full packs: [begin, end) in packs; the last slice also takes the
-/// scalar tail [packs * kPack, cols).
+/// Slice `part` of `split` of a row of `packs` full packs: [begin, end) in packs; the last slice also takes
+/// the scalar tail [packs * kPack, cols).
 template <int kPack>
 struct Slice {
   int begin, end, tail_begin, tail_end;
@@ -184,14 +189,15 @@ struct Slice {
   }
 };
 
-// Tunables (host names in brackets; the host rejects combinations that cannot help, see reduce_rows.cpp):
-//   kThreads [threads]: threads reducing one row inside a block: 1, 2, 4, 8, 16, 32 (reduce_rows_group, a team
-//                       inside a warp) or 128, 256, 512, 1024 (reduce_rows_block / _cluster: the whole block).
-//   kPack    [pack]:    elements per vector load, 1, 2, 4, 8 with kPack * sizeof(T) <= 16 bytes; rows must start
+// Tunables (host names in brackets; the host also rejects combinations that cannot help, reduce_rows.cpp):
+//   kThreads [threads]: threads reducing one row: 1, 2, 4, 8, 16, 32 (reduce_rows_group, a team inside a
+//                       warp) or 128, 256, 512, 1024 (reduce_rows_block / _cluster, the whole block).
+//   kPack    [pack]:    elements per vector load, 1, 2, 4, 8 with kPack * sizeof(T) <= 16 bytes; rows start
 //                       kPack-aligned (x's address and, with rows > 1, its row pitch).
-//   kUnroll  [unroll]:  loads of one row each thread issues before folding them, 1, 2, 4, 8 (bytes in flight).
-//   kRows    [rows]:    rows one group team reduces at once, 1, 2, 4, 8 (loads in flight when a row is one pass).
-//   split    [split]:   blocks per row, 1, 2, 4, 8, 16, 32 (the block kernels; > 1 for few long rows).
+//   kUnroll  [unroll]:  loads of one row each thread issues before folding them, 1, 2, 4, 8.
+//   kRows    [rows]:    rows one team reduces at once, 1, 2, 4, 8 (group kernel; loads in flight for rows
+//                       one pass covers).
+//   split    [split]:   blocks per row, 1, 2, 4, 8, 16, 32 (block kernels; > 1 for fewer rows than SMs).
 //   kCluster [cluster]: 1: the split blocks of a row form a cluster (sm_90+, split <= 8); 0: they meet in a
 //                       workspace (any device).
 template <int kOp, class T, int kThreads, int kPack, int kUnroll, int kRows>
@@ -238,8 +244,8 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_block(const Params p) {
     const T* row[1] = {x + r * p.cols};
     const bool live[1] = {true};
     float v[1];
-    fold_rows<kOp, T, kPack, kUnroll, 1, kThreads>(row, live, s.begin, s.end, s.tail_begin, s.tail_end, threadIdx.x,
-                                                   v);
+    fold_rows<kOp, T, kPack, kUnroll, 1, kThreads>(row, live, s.begin, s.end, s.tail_begin, s.tail_end,
+                                                   threadIdx.x, v);
     const float total = block_reduce<kOp, kThreads>(v[0], warp_partial);
     if constexpr (!kWorkspace) {
       if (threadIdx.x == 0) y[r] = from_float<T>(total);
@@ -255,7 +261,8 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_block(const Params p) {
       if (last_arrival && threadIdx.x < 32) {
         __threadfence();
         float w = Combine<kOp>::identity();
-        for (int i = threadIdx.x; i < split; i += 32) w = Combine<kOp>::apply(w, __ldcg(partials + r * split + i));
+        for (int i = threadIdx.x; i < split; i += 32)
+          w = Combine<kOp>::apply(w, __ldcg(partials + r * split + i));
         w = team_reduce<kOp, 32>(w);
         if (threadIdx.x == 0) {
           y[r] = from_float<T>(w);
@@ -276,9 +283,11 @@ __device__ __forceinline__ unsigned cluster_rank() {
   return r;
 }
 
-/// Barrier of every thread of the cluster; shared memory writes before it are visible to the cluster after it.
+/// Barrier of every thread of the cluster; shared memory writes before it are visible to the cluster after
+/// it.
 __device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 /// The float at `local` (this block's shared memory) in the shared memory of block `rank` of the cluster.
@@ -293,7 +302,8 @@ __device__ __forceinline__ float load_from_block(const float* local, unsigned ra
 
 /// Grid: rows * kCluster blocks; the kCluster blocks of row blockIdx.x / kCluster form one cluster.
 template <int kOp, class T, int kThreads, int kPack, int kUnroll, int kCluster>
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads) reduce_rows_cluster(const Params p) {
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+    reduce_rows_cluster(const Params p) {
   __shared__ float warp_partial[kThreads / 32];
   __shared__ float block_partial;
   const T* x = reinterpret_cast<const T*>(p.x);
@@ -305,8 +315,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads) red
   const bool live[1] = {true};
   float v[1];
   wait_for_previous_kernel();
-  fold_rows<kOp, T, kPack, kUnroll, 1, kThreads>(row, live, s.begin, s.end, s.tail_begin, s.tail_end, threadIdx.x,
-                                                 v);
+  fold_rows<kOp, T, kPack, kUnroll, 1, kThreads>(row, live, s.begin, s.end, s.tail_begin, s.tail_end,
+                                                 threadIdx.x, v);
   const float total = block_reduce<kOp, kThreads>(v[0], warp_partial);
   if (threadIdx.x == 0) block_partial = total;
   cluster_sync();

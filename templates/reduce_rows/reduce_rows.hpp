@@ -1,5 +1,5 @@
-// The reduce_rows family: sum / max over the last dimension of a contiguous rows x cols tensor. The problem type,
-// the rules that size its kernels (shared by the heuristic and the constraints) and the family object.
+// The reduce_rows family: sum / max over the last dimension of a contiguous rows x cols tensor. The problem
+// type, its limits and the family object.
 #pragma once
 
 #include <cstdint>
@@ -22,16 +22,16 @@ constexpr std::int64_t kMaxRows = (std::int64_t{1} << 31) - 1;
 /// One reduce_rows call: dtype (x and y), op, rows and cols.
 class ReduceRowsProblem final : public Problem {
  public:
-  /// Throws InvalidArgument for a dtype other than float32 / float16 / bfloat16, negative or too large sizes, or
-  /// kMax over rows of no elements (torch.amax refuses them).
+  /// Throws InvalidArgument for a dtype other than float32 / float16 / bfloat16, negative or too large sizes,
+  /// or kMax over rows of no elements (torch.amax refuses them).
   ReduceRowsProblem(DType dtype, ReduceOp op, std::int64_t rows, std::int64_t cols);
   DType dtype() const noexcept { return dtype_; }
   ReduceOp op() const noexcept { return op_; }
   std::int64_t rows() const noexcept { return rows_; }
   std::int64_t cols() const noexcept { return cols_; }
   int element_size() const noexcept { return static_cast<int>(dtype_size(dtype_)); }
-  /// The widest pack (elements) rows can be read in with a 16-byte aligned x: 16 bytes, narrowed to what divides
-  /// the row pitch when there are several rows.
+  /// The widest pack (elements) rows can be read in with a 16-byte aligned x: 16 bytes, narrowed to what
+  /// divides the row pitch when there are several rows.
   int max_pack() const noexcept;
 
   std::string signature() const override;         ///< "cols=4096;dtype=float16;op=sum;rows=4096"

@@ -1,6 +1,6 @@
-// Kernel parameters of the reduce_rows family, shared by the host (templates/reduce_rows/reduce_rows.cpp fills
-// them) and the kernels (reduce_rows/reduce_rows.cuh). One plain struct of 64-bit words, so both compilers lay it
-// out alike; no headers, so the file compiles under NVRTC and as host C++.
+// Kernel parameters of the reduce_rows family, shared by the host (templates/reduce_rows/reduce_rows.cpp
+// fills them) and the kernels (reduce_rows/reduce_rows.cuh). One plain struct of 64-bit words, so both
+// compilers lay it out alike; no headers, so the file compiles under NVRTC and as host C++.
 #pragma once
 
 namespace jitune {
@@ -14,7 +14,7 @@ constexpr int kGroupBlock = 256;
 struct Params {
   unsigned long long x;         ///< Input: rows x cols elements, row-major, rows starting pack-aligned.
   unsigned long long y;         ///< Output: rows elements of x's type.
-  unsigned long long partials;  ///< Workspace kernel: float[rows * split], one partial per (row, block); else 0.
+  unsigned long long partials;  ///< Workspace kernel: float[rows * split], a partial per slice; else 0.
   unsigned long long arrivals;  ///< Workspace kernel: unsigned[rows], zeroed before the launch; else 0.
   long long rows;               ///< Rows, >= 1.
   long long cols;               ///< Elements per row, 1 .. 2^30.

@@ -1,7 +1,8 @@
-// GPU tests of the reduce_rows family: every legal config on odd shapes through the tuner's verification path and
-// launched directly with x and y one element off (the narrowed variant), max's NaN in every position of a row and a
-// slice, the public op with the heuristic for every dtype, op and odd shape, stored configs of each kernel (the
-// workspace in stream order, the cluster, teams) through the public op on a stream, empty calls and bad input.
+// GPU tests of the reduce_rows family: every legal config on odd shapes through the tuner's verification path
+// and launched directly with x and y one element off (the narrowed variant), max's NaN in every position of a
+// row and a slice, the public op with the heuristic for every dtype, op and odd shape, stored configs of each
+// kernel (the workspace in stream order, the cluster, teams) through the public op on a stream, empty calls
+// and bad input.
 #include <jitune/jitune.hpp>
 
 #include <cmath>
@@ -18,7 +19,9 @@ using templates::reduce_rows::ReduceRowsProblem;
 using test::Buffer;
 using test::TempDir;
 
-const Family& fam() { return templates::reduce_rows::reduce_rows_family(); }
+const Family& fam() {
+  return templates::reduce_rows::reduce_rows_family();
+}
 
 constexpr std::int64_t kRows[] = {1, 3, 1000};
 constexpr std::int64_t kCols[] = {1, 7, 4097, 65536};
@@ -26,7 +29,9 @@ constexpr DType kDtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16}
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMax};
 
 // The i-th (dtype, op) of the six, so a loop over shapes covers them all.
-std::pair<DType, ReduceOp> rotation(std::size_t i) { return {kDtypes[i % 3], kOps[(i / 3) % 2]}; }
+std::pair<DType, ReduceOp> rotation(std::size_t i) {
+  return {kDtypes[i % 3], kOps[(i / 3) % 2]};
+}
 
 // A problem with its random x and the CPU reference; x and y in device memory at element offsets, y poisoned.
 struct Case {
@@ -36,10 +41,15 @@ struct Case {
   std::size_t es, x_off = 0, y_off = 0;
   Buffer x, y;
 
-  Case(DType dtype, ReduceOp op, std::int64_t rows, std::int64_t cols, std::uint64_t seed, std::size_t x_offset = 0,
-       std::size_t y_offset = 0)
-      : p(dtype, op, rows, cols), w(fam().workload(p, seed)), es(dtype_size(dtype)), x_off(x_offset * es),
-        y_off(y_offset * es), x(w.inputs[0].size()), y(static_cast<std::size_t>(rows) * es) {
+  Case(DType dtype, ReduceOp op, std::int64_t rows, std::int64_t cols, std::uint64_t seed,
+       std::size_t x_offset = 0, std::size_t y_offset = 0)
+      : p(dtype, op, rows, cols),
+        w(fam().workload(p, seed)),
+        es(dtype_size(dtype)),
+        x_off(x_offset * es),
+        y_off(y_offset * es),
+        x(w.inputs[0].size()),
+        y(static_cast<std::size_t>(rows) * es) {
     upload();
   }
   // Uploads x (again, after its values were edited), computes the reference and poisons y.
@@ -66,8 +76,8 @@ struct Case {
 };
 
 // One launch of `tuned` as the dispatcher makes it, bypassing the decision: the variant x's alignment class
-// allows, a workspace whose partials are garbage and whose counters are zeroed once, then two launches on it (the
-// kernel leaves its counters zeroed for the next one).
+// allows, a workspace whose partials are garbage and whose counters are zeroed once, then two launches on it
+// (the kernel leaves its counters zeroed for the next one).
 void launch_directly(Runtime& rt, Case& c, const Config& tuned) {
   const auto specs = fam().buffers(c.p);
   const void* pointers[] = {c.x_ptr(), c.y_ptr()};
@@ -88,7 +98,8 @@ void launch_directly(Runtime& rt, Case& c, const Config& tuned) {
     c.y.poison();
     impl.launch(k, args, nullptr);
     JITUNE_CU_CHECK(cuCtxSynchronize());
-    c.verify("config " + tuned.text() + " run as " + config.text() + ", launch " + std::to_string(launch + 1));
+    c.verify("config " + tuned.text() + " run as " + config.text() + ", launch " +
+             std::to_string(launch + 1));
   }
 }
 
@@ -112,10 +123,10 @@ void store_config(Runtime& rt, const ReduceRowsProblem& p, const Config& config)
   REQUIRE(rt.explain("reduce_rows", p.signature()).config == rec.config);
 }
 
-Config config(std::int64_t threads, std::int64_t pack, std::int64_t unroll, std::int64_t rows, std::int64_t split,
-              std::int64_t cluster) {
-  return Config{{"threads", threads}, {"pack", pack}, {"unroll", unroll}, {"rows", rows}, {"split", split},
-                {"cluster", cluster}};
+Config config(std::int64_t threads, std::int64_t pack, std::int64_t unroll, std::int64_t rows,
+              std::int64_t split, std::int64_t cluster) {
+  return Config{{"threads", threads}, {"pack", pack},   {"unroll", unroll},
+                {"rows", rows},       {"split", split}, {"cluster", cluster}};
 }
 
 }  // namespace
@@ -148,7 +159,8 @@ TEST_CASE("every legal config verifies on odd shapes (tuner verification path)")
 TEST_CASE("every legal config with x and y off their alignment runs its narrowed variant correctly") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
-  // Rows of 16-byte multiples (only the pointer narrows the pack), a single odd row, few long rows (split kernels).
+  // Rows of 16-byte multiples (only the pointer narrows the pack), a single odd row, few long rows (split
+  // kernels).
   const std::pair<std::int64_t, std::int64_t> shapes[] = {{3, 4096}, {1000, 256}, {1, 4097}, {8, 65536}};
   std::size_t i = 0;
   std::uint64_t seed = 100;
@@ -170,25 +182,38 @@ TEST_CASE("max gives NaN for a NaN anywhere in a row, in every legal config; inf
     DType dtype;
     std::int64_t rows, cols;
   };
-  const Shape shapes[] = {{DType::kFloat32, 37, 4097}, {DType::kFloat16, 1000, 1024}, {DType::kBFloat16, 8, 65536},
-                          {DType::kFloat32, 8, 65536}, {DType::kFloat16, 1, 1000}};
+  const Shape shapes[] = {{DType::kFloat32, 37, 4097},
+                          {DType::kFloat16, 1000, 1024},
+                          {DType::kBFloat16, 8, 65536},
+                          {DType::kFloat32, 8, 65536},
+                          {DType::kFloat16, 1, 1000}};
   std::uint64_t seed = 200;
   for (const Shape& s : shapes) {
     Case c(s.dtype, ReduceOp::kMax, s.rows, s.cols, ++seed);
     for (std::int64_t r = 0; r < s.rows; ++r) {
       const std::int64_t last = s.cols - 1;
       std::byte* row = c.w.inputs[0].data() + static_cast<std::size_t>(r * s.cols) * c.es;
-      const auto set = [&](std::int64_t col, float v) { store_element(s.dtype, row, static_cast<std::uint64_t>(col), v); };
+      const auto set = [&](std::int64_t col, float v) {
+        store_element(s.dtype, row, static_cast<std::uint64_t>(col), v);
+      };
       switch (r % 6) {
-        case 0: set(0, nan); break;                       // first element: first slice, first pack
-        case 1: set(last, nan); break;                    // last element: the tail, the last slice
-        case 2: set(s.cols / 2 + 1, nan); break;          // the middle: an inner slice
-        case 3: set(s.cols / 3, inf); break;              // +inf is the max
-        case 4:                                           // all -inf but one NaN
+        case 0:  // first element: first slice, first pack
+          set(0, nan);
+          break;
+        case 1:  // last element: the tail, the last slice
+          set(last, nan);
+          break;
+        case 2:  // the middle: an inner slice
+          set(s.cols / 2 + 1, nan);
+          break;
+        case 3:  // +inf is the max
+          set(s.cols / 3, inf);
+          break;
+        case 4:  // all -inf but one NaN
           for (std::int64_t col = 0; col < s.cols; ++col) set(col, -inf);
           set(s.cols * 3 / 4, nan);
           break;
-        default:                                          // all -inf: the max is -inf
+        default:  // all -inf: the max is -inf
           for (std::int64_t col = 0; col < s.cols; ++col) set(col, -inf);
       }
     }
@@ -205,7 +230,8 @@ TEST_CASE("max gives NaN for a NaN anywhere in a row, in every legal config; inf
   }
 }
 
-TEST_CASE("the public op with the heuristic: every dtype, op and odd shape, pointers aligned and one element off") {
+TEST_CASE(
+    "the public op with the heuristic: every dtype, op and odd shape, pointers aligned and one element off") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
   std::uint64_t seed = 300;
@@ -231,16 +257,18 @@ TEST_CASE("stored configs of every kernel through the public op: workspace in st
     Config config;
   };
   std::vector<Stored> cases = {
-      {DType::kFloat32, ReduceOp::kSum, 8, 65536, config(256, 4, 4, 1, 16, 0)},    // workspace split
-      {DType::kBFloat16, ReduceOp::kMax, 5, 30000, config(128, 8, 1, 1, 32, 0)},   // workspace, 32 slices
-      {DType::kFloat16, ReduceOp::kSum, 1, 65537, config(1024, 8, 4, 1, 4, 0)},    // one row with a tail
-      {DType::kFloat32, ReduceOp::kMax, 1000, 4097, config(512, 1, 8, 1, 1, 0)},   // a block a row, odd rows
-      {DType::kFloat16, ReduceOp::kMax, 100000, 32, config(4, 8, 1, 4, 1, 0)},     // teams of 4, 4 rows each
-      {DType::kFloat32, ReduceOp::kSum, 4099, 1024, config(32, 4, 8, 1, 1, 0)},    // a warp a row
+      {DType::kFloat32, ReduceOp::kSum, 8, 65536, config(256, 4, 4, 1, 16, 0)},   // workspace split
+      {DType::kBFloat16, ReduceOp::kMax, 5, 30000, config(128, 8, 1, 1, 32, 0)},  // workspace, 32 slices
+      {DType::kFloat16, ReduceOp::kSum, 1, 65537, config(1024, 8, 4, 1, 4, 0)},   // one row with a tail
+      {DType::kFloat32, ReduceOp::kMax, 1000, 4097, config(512, 1, 8, 1, 1, 0)},  // a block a row, odd rows
+      {DType::kFloat16, ReduceOp::kMax, 100000, 32, config(4, 8, 1, 4, 1, 0)},    // teams of 4, 4 rows each
+      {DType::kFloat32, ReduceOp::kSum, 4099, 1024, config(32, 4, 8, 1, 1, 0)},   // a warp a row
   };
   if (rt.device().cc() >= 90) {
-    cases.push_back({DType::kFloat32, ReduceOp::kSum, 8, 65536, config(512, 4, 4, 1, 8, 1)});  // clusters of 8
-    cases.push_back({DType::kBFloat16, ReduceOp::kMax, 3, 4097, config(256, 1, 4, 1, 2, 1)});  // clusters of 2
+    cases.push_back(
+        {DType::kFloat32, ReduceOp::kSum, 8, 65536, config(512, 4, 4, 1, 8, 1)});  // clusters of 8
+    cases.push_back(
+        {DType::kBFloat16, ReduceOp::kMax, 3, 4097, config(256, 1, 4, 1, 2, 1)});  // clusters of 2
   }
   driver::StreamHandle stream;
   const auto s = reinterpret_cast<Stream>(stream.get());
@@ -290,24 +318,25 @@ TEST_CASE("bad input is a clear error before any launch") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
   Buffer x(64 * 64 * 4), y(64 * 4);
-  const auto run = [&](const void* xp, void* yp, std::int64_t rows, std::int64_t cols, ReduceOp op, DType dtype) {
+  const auto run = [&](const void* xp, void* yp, std::int64_t rows, std::int64_t cols, ReduceOp op,
+                       DType dtype) {
     reduce_rows(rt, xp, yp, rows, cols, op, dtype);
     JITUNE_CU_CHECK(cuCtxSynchronize());
   };
   const ReduceOp sum = ReduceOp::kSum;
-  CHECK_THROWS_WITH_AS(run(nullptr, y.at(0), 64, 64, sum, DType::kFloat32), doctest::Contains("x pointer is null"),
-                       InvalidArgument);
-  CHECK_THROWS_WITH_AS(run(x.at(0), nullptr, 64, 64, sum, DType::kFloat32), doctest::Contains("y pointer is null"),
-                       InvalidArgument);
-  CHECK_THROWS_WITH_AS(run(x.at(2), y.at(0), 64, 64, sum, DType::kFloat32), doctest::Contains("x pointer is not aligned"),
-                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(run(nullptr, y.at(0), 64, 64, sum, DType::kFloat32),
+                       doctest::Contains("x pointer is null"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(run(x.at(0), nullptr, 64, 64, sum, DType::kFloat32),
+                       doctest::Contains("y pointer is null"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(run(x.at(2), y.at(0), 64, 64, sum, DType::kFloat32),
+                       doctest::Contains("x pointer is not aligned"), InvalidArgument);
   std::vector<float> host(64 * 64);
-  CHECK_THROWS_WITH_AS(run(host.data(), y.at(0), 64, 64, sum, DType::kFloat32), doctest::Contains("not device memory"),
-                       InvalidArgument);
-  CHECK_THROWS_WITH_AS(run(x.at(0), host.data(), 64, 64, sum, DType::kFloat32), doctest::Contains("not device memory"),
-                       InvalidArgument);
-  // More rows or columns than the allocations hold. x and y in one allocation (y first, x after it; then x first,
-  // y at its end), so neither range reaches the other and the allocation's end is what is wrong.
+  CHECK_THROWS_WITH_AS(run(host.data(), y.at(0), 64, 64, sum, DType::kFloat32),
+                       doctest::Contains("not device memory"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(run(x.at(0), host.data(), 64, 64, sum, DType::kFloat32),
+                       doctest::Contains("not device memory"), InvalidArgument);
+  // More rows or columns than the allocations hold. x and y in one allocation (y first, x after it; then x
+  // first, y at its end), so neither range reaches the other and the allocation's end is what is wrong.
   Buffer one(64 * 64 * 4 + 1024);
   CHECK_THROWS_WITH_AS(run(one.at(1024), one.at(0), 64, 4096, sum, DType::kFloat32),
                        doctest::Contains("reduce_rows x"), InvalidArgument);

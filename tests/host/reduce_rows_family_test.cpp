@@ -1,7 +1,7 @@
-// The reduce_rows family without a GPU: call decoding and problem validation, the signature round trip, buffers and
-// shortcuts, space constraints and the heuristic, kernel variants, workspace, kernel parameters and launch shapes,
-// workload and CPU reference on hand-computed rows (NaN included), tolerances, and an NVRTC compile of every legal
-// config of a few problems for sm_80 and sm_90.
+// The reduce_rows family without a GPU: call decoding and problem validation, the signature round trip,
+// buffers and shortcuts, space constraints and the heuristic, kernel variants, workspace, kernel parameters
+// and launch shapes, workload and CPU reference on hand-computed rows (NaN included), tolerances, and an
+// NVRTC compile of every legal config of a few problems for sm_80 and sm_90.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -22,10 +22,14 @@ namespace {
 using templates::reduce_rows::Params;
 using templates::reduce_rows::ReduceRowsProblem;
 
-const Family& fam() { return templates::reduce_rows::reduce_rows_family(); }
+const Family& fam() {
+  return templates::reduce_rows::reduce_rows_family();
+}
 
-std::unique_ptr<Problem> problem(const std::string& dtype, const std::string& op, std::int64_t rows, std::int64_t cols) {
-  return fam().make_problem({{"dtype", dtype}, {"op", op}, {"rows", std::to_string(rows)}, {"cols", std::to_string(cols)}});
+std::unique_ptr<Problem> problem(const std::string& dtype, const std::string& op, std::int64_t rows,
+                                 std::int64_t cols) {
+  return fam().make_problem(
+      {{"dtype", dtype}, {"op", op}, {"rows", std::to_string(rows)}, {"cols", std::to_string(cols)}});
 }
 
 CallArgs call_args(DType dtype, std::int64_t op, std::int64_t rows, std::int64_t cols) {
@@ -34,12 +38,14 @@ CallArgs call_args(DType dtype, std::int64_t op, std::int64_t rows, std::int64_t
   return args;
 }
 
-const ReduceRowsProblem& as_reduce(const std::unique_ptr<Problem>& p) { return static_cast<const ReduceRowsProblem&>(*p); }
+const ReduceRowsProblem& as_reduce(const std::unique_ptr<Problem>& p) {
+  return static_cast<const ReduceRowsProblem&>(*p);
+}
 
-Config config(std::int64_t threads, std::int64_t pack, std::int64_t unroll, std::int64_t rows, std::int64_t split,
-              std::int64_t cluster) {
-  return Config{{"threads", threads}, {"pack", pack}, {"unroll", unroll}, {"rows", rows}, {"split", split},
-                {"cluster", cluster}};
+Config config(std::int64_t threads, std::int64_t pack, std::int64_t unroll, std::int64_t rows,
+              std::int64_t split, std::int64_t cluster) {
+  return Config{{"threads", threads}, {"pack", pack},   {"unroll", unroll},
+                {"rows", rows},       {"split", split}, {"cluster", cluster}};
 }
 
 // A workload of one dtype from float values, one row after the other.
@@ -67,8 +73,10 @@ TEST_CASE("the call decodes dtype, op, rows, cols in that order; the signature p
   CHECK(p->bytes_moved() == (4096.0 * 1000 + 4096) * 2);
   CHECK(p->features() == std::vector<double>{std::log2(4097.0), std::log2(1001.0)});
   // The public wrapper packs what the family reads.
-  CHECK(reduce_rows_signature(8, 65536, ReduceOp::kSum, DType::kBFloat16) == "cols=65536;dtype=bfloat16;op=sum;rows=8");
-  CHECK(reduce_rows_signature(3, 7, ReduceOp::kMax, DType::kFloat32) == problem("float32", "max", 3, 7)->signature());
+  CHECK(reduce_rows_signature(8, 65536, ReduceOp::kSum, DType::kBFloat16) ==
+        "cols=65536;dtype=bfloat16;op=sum;rows=8");
+  CHECK(reduce_rows_signature(3, 7, ReduceOp::kMax, DType::kFloat32) ==
+        problem("float32", "max", 3, 7)->signature());
   const auto& q = as_reduce(p);
   CHECK(q.op() == ReduceOp::kMax);
   CHECK(q.rows() == 4096);
@@ -79,18 +87,21 @@ TEST_CASE("bad calls and bad problem options say what is wrong") {
   const auto from_call = [](DType dtype, std::int64_t op, std::int64_t rows, std::int64_t cols) {
     return fam().problem_from_call(call_args(dtype, op, rows, cols));
   };
-  CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 0, -1, 5), "reduce_rows: rows is negative (-1)", InvalidArgument);
-  CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 0, 5, -2), "reduce_rows: cols is negative (-2)", InvalidArgument);
-  CHECK_THROWS_WITH_AS(from_call(DType::kInt32, 0, 5, 5), doctest::Contains("int32 is not supported"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 0, -1, 5), "reduce_rows: rows is negative (-1)",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 0, 5, -2), "reduce_rows: cols is negative (-2)",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(from_call(DType::kInt32, 0, 5, 5), doctest::Contains("int32 is not supported"),
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 2, 5, 5), doctest::Contains("op 2"), InvalidArgument);
   CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 1, 5, 0), doctest::Contains("max over rows of 0 elements"),
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 1, 0, 0), doctest::Contains("max over rows of 0 elements"),
                        InvalidArgument);
-  CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 0, 1, (std::int64_t{1} << 30) + 1), doctest::Contains("exceeds 2^30"),
-                       InvalidArgument);
-  CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 0, std::int64_t{1} << 31, 1), doctest::Contains("exceeds 2^31 - 1"),
-                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 0, 1, (std::int64_t{1} << 30) + 1),
+                       doctest::Contains("exceeds 2^30"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(from_call(DType::kFloat32, 0, std::int64_t{1} << 31, 1),
+                       doctest::Contains("exceeds 2^31 - 1"), InvalidArgument);
   CHECK_NOTHROW(from_call(DType::kFloat32, 0, 0, 0));  // an empty sum is legal
   CHECK_NOTHROW(from_call(DType::kBFloat16, 1, 0, 3));
   CHECK_THROWS_AS(reduce_rows_signature(2, 0, ReduceOp::kMax, DType::kFloat32), InvalidArgument);
@@ -99,8 +110,9 @@ TEST_CASE("bad calls and bad problem options say what is wrong") {
                        doctest::Contains("missing 'cols'"), InvalidArgument);
   CHECK_THROWS_WITH_AS(problem("float32", "mean", 4, 4), doctest::Contains("op='mean'"), InvalidArgument);
   CHECK_THROWS_WITH_AS(problem("float32", "sum", 4, -4), doctest::Contains("cols='-4'"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(fam().make_problem({{"dtype", "float32"}, {"op", "sum"}, {"rows", "4x"}, {"cols", "4"}}),
-                       doctest::Contains("rows='4x'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      fam().make_problem({{"dtype", "float32"}, {"op", "sum"}, {"rows", "4x"}, {"cols", "4"}}),
+      doctest::Contains("rows='4x'"), InvalidArgument);
   CHECK_THROWS_WITH_AS(
       fam().make_problem({{"dtype", "float32"}, {"op", "sum"}, {"rows", "4"}, {"cols", "4"}, {"dim", "1"}}),
       doctest::Contains("unknown option 'dim'"), InvalidArgument);
@@ -135,7 +147,8 @@ TEST_CASE("the heuristic is legal for every shape, dtype and device, and picks t
     for (const char* dtype : {"float32", "float16", "bfloat16"})
       for (const char* op : {"sum", "max"})
         for (std::int64_t rows : {1, 2, 3, 7, 100, 131, 132, 1000, 4096, 1 << 20})
-          for (std::int64_t cols : {1, 2, 3, 7, 8, 31, 32, 64, 255, 256, 1000, 1024, 2048, 4097, 8192, 65536, 65537}) {
+          for (std::int64_t cols :
+               {1, 2, 3, 7, 8, 31, 32, 64, 255, 256, 1000, 1024, 2048, 4097, 8192, 65536, 65537}) {
             const DeviceInfo dev = nominal_device(cc);
             const auto p = problem(dtype, op, rows, cols);
             const Config h = fam().heuristic(*p, dev);
@@ -143,7 +156,9 @@ TEST_CASE("the heuristic is legal for every shape, dtype and device, and picks t
             CHECK(fam().validate(*p, h, dev).empty());
           }
   const DeviceInfo h100 = nominal_device(90), a100 = nominal_device(80);
-  const auto heuristic = [](const std::unique_ptr<Problem>& p, const DeviceInfo& dev) { return fam().heuristic(*p, dev); };
+  const auto heuristic = [](const std::unique_ptr<Problem>& p, const DeviceInfo& dev) {
+    return fam().heuristic(*p, dev);
+  };
   // Few long rows: one cluster of 8 blocks per row on sm_90, a workspace split on sm_80.
   CHECK(heuristic(problem("float32", "sum", 8, 65536), h100) == config(512, 4, 4, 1, 8, 1));
   CHECK(heuristic(problem("float32", "sum", 8, 65536), a100) == config(256, 4, 4, 1, 16, 0));
@@ -174,13 +189,16 @@ TEST_CASE("constraints reject illegal and useless configs with a reason") {
   CHECK(why(few_long, config(1024, 4, 8, 1, 1, 0), dev).find("64 registers") != std::string::npos);
   CHECK(why(few_long, config(256, 4, 4, 2, 1, 0), dev).find("rows must be 1") != std::string::npos);
   CHECK(why(few_long, config(32, 4, 8, 1, 2, 0), dev).find("split must be 1") != std::string::npos);
-  CHECK(why(few_long, config(32, 4, 8, 1, 1, 0), dev).find("block kernels") != std::string::npos);  // 512 passes
-  CHECK(why(few_long, config(256, 2, 4, 1, 8, 1), dev).find("narrower ones only add passes") != std::string::npos);
+  // A warp would make 512 passes over a row: the block kernels' job.
+  CHECK(why(few_long, config(32, 4, 8, 1, 1, 0), dev).find("block kernels") != std::string::npos);
+  CHECK(why(few_long, config(256, 2, 4, 1, 8, 1), dev).find("narrower ones only add passes") !=
+        std::string::npos);
   DeviceInfo small = dev;
   small.max_threads_per_block = 512;
   CHECK(why(few_long, config(1024, 4, 4, 1, 1, 0), small).find("exceeds") != std::string::npos);
   // Many rows: splitting them buys nothing.
-  CHECK(why(problem("float32", "sum", 4096, 65536), config(256, 4, 4, 1, 2, 0), dev).find("SMs") != std::string::npos);
+  CHECK(why(problem("float32", "sum", 4096, 65536), config(256, 4, 4, 1, 2, 0), dev).find("SMs") !=
+        std::string::npos);
   // Rows of 4097 floats start at 4-byte steps: only pack 1; a single row may take any pack.
   CHECK(why(problem("float32", "sum", 3, 4097), config(256, 2, 4, 1, 1, 0), dev).find("pack-aligned") !=
         std::string::npos);
@@ -242,7 +260,8 @@ TEST_CASE("variants: the pack narrows to x's alignment class") {
   CHECK(slot_for(4) == 1);
   CHECK(slot_for(2) == 0);
   const std::uint8_t aligned[] = {16, 16};
-  CHECK(fam().variant(*p, config(256, 2, 2, 1, 1, 0), Bindings{pointers, aligned, nullptr, {}}) == 1);  // never wider
+  // Never wider than the tuned pack.
+  CHECK(fam().variant(*p, config(256, 2, 2, 1, 1, 0), Bindings{pointers, aligned, nullptr, {}}) == 1);
   const Config narrowed = fam().variant_config(*p, tuned, 1, nominal_device(90));
   CHECK(narrowed.at("pack") == 2);
   CHECK(narrowed.at("threads") == 256);
@@ -323,17 +342,18 @@ TEST_CASE("workload: random, never zero, one row after the other") {
   const auto specs = fam().buffers(*p);  // what the tuner's harness binds is what the runtime checks
   CHECK(w.inputs[0].size() == specs[0].extent_bytes());
   CHECK(w.output_bytes[0] == specs[1].extent_bytes());
-  for (std::size_t i = 0; i < 33 * 65; ++i) REQUIRE(load_element(DType::kFloat16, w.inputs[0].data(), i) != 0.0);
+  for (std::size_t i = 0; i < 33 * 65; ++i)
+    REQUIRE(load_element(DType::kFloat16, w.inputs[0].data(), i) != 0.0);
   CHECK(fam().workload(*p, 8).inputs[0] != w.inputs[0]);
 }
 
 TEST_CASE("reference: hand-computed rows, NaN and infinities as torch has them") {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> x = {1, 2, 3.5f,      // sum 6.5, max 3.5
-                                -1, -2, -0.5f,   // sum -3.5, max -0.5
-                                4, nan, 9,       // NaN either way
-                                inf, 1, -inf,    // sum NaN, max inf
-                                -inf, -inf, -8}; // sum -inf, max -8
+  const std::vector<float> x = {1,    2,    3.5f,   // sum 6.5, max 3.5
+                                -1,   -2,   -0.5f,  // sum -3.5, max -0.5
+                                4,    nan,  9,      // NaN either way
+                                inf,  1,    -inf,   // sum NaN, max inf
+                                -inf, -inf, -8};    // sum -inf, max -8
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     INFO(dtype_name(dtype));
     const std::string name(dtype_name(dtype));
@@ -357,8 +377,9 @@ TEST_CASE("reference: hand-computed rows, NaN and infinities as torch has them")
   const auto max = fam().reference(*problem("float32", "max", 2, 3), w)[0];
   CHECK(std::isnan(load_element(DType::kFloat32, max.data(), 0)));
   CHECK(std::isnan(load_element(DType::kFloat32, max.data(), 1)));
-  // A half sum is rounded once, from the exact sum: 2048 + 1 + 1 is 2050 (2048 + 1 alone would round to 2048).
-  const auto half = fam().reference(*problem("float16", "sum", 1, 3), rows_of(DType::kFloat16, {2048, 1, 1}))[0];
+  // A half sum is rounded once, from the exact sum: 2048 + 1 + 1 is 2050 (2048 + 1 alone rounds to 2048).
+  const auto half =
+      fam().reference(*problem("float16", "sum", 1, 3), rows_of(DType::kFloat16, {2048, 1, 1}))[0];
   CHECK(load_element(DType::kFloat16, half.data(), 0) == 2050);
 }
 
@@ -376,7 +397,8 @@ TEST_CASE("tolerances: max is exact; a sum tolerates reordering but not one elem
       halves[c % 2] += static_cast<float>(load_element(DType::kFloat32, w.inputs[0].data(), r * 65536 + c));
     store_element(DType::kFloat32, reordered.data(), r, halves[0] + halves[1]);
     const double first = load_element(DType::kFloat32, w.inputs[0].data(), r * 65536);
-    store_element(DType::kFloat32, missing.data(), r, load_element(DType::kFloat32, expected.data(), r) - first);
+    store_element(DType::kFloat32, missing.data(), r,
+                  load_element(DType::kFloat32, expected.data(), r) - first);
   }
   CHECK(compare_host(check, reordered.data(), expected.data(), 64).ok());
   CHECK(compare_host(check, missing.data(), expected.data(), 64).mismatches == 64);

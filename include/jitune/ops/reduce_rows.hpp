@@ -1,4 +1,4 @@
-// jitune::reduce_rows: sum or max over the last dimension of a contiguous 2-D tensor, tuned per GPU and shape.
+// jitune::reduce_rows: sum or max over the last dimension of a contiguous 2-D tensor, tuned per GPU.
 #pragma once
 
 #include <cstdint>
@@ -16,14 +16,15 @@ enum class ReduceOp : std::uint8_t {
   kMax,  ///< torch.amax(x, -1): the largest element; NaN when the row holds a NaN.
 };
 
-/// y[r] = op over c of x[r * cols + c] for r < rows, as `torch.sum(x, -1)` / `torch.amax(x, -1)` on a contiguous
-/// rows x cols tensor: dtype float32, float16 or bfloat16 for x and y alike, accumulated in float and rounded once
-/// to dtype. Rows of 16-byte multiples with an aligned x get 16-byte loads; any element alignment works. rows == 0
-/// launches nothing; cols == 0 writes zeros for kSum. Runs asynchronously on `stream`. Throws InvalidArgument for
-/// negative sizes, kMax over cols == 0 (torch refuses it too), an unsupported dtype or op, null, misaligned or host
-/// pointers, allocations smaller than the tensors, or y overlapping x.
-inline void reduce_rows(Runtime& runtime, const void* x, void* y, std::int64_t rows, std::int64_t cols, ReduceOp op,
-                        DType dtype, Stream stream = nullptr) {
+/// y[r] = op over c of x[r * cols + c] for r < rows, as `torch.sum(x, -1)` / `torch.amax(x, -1)` on a
+/// contiguous rows x cols tensor: dtype float32, float16 or bfloat16 for x and y alike, accumulated in float
+/// and rounded once to dtype. Rows of 16-byte multiples with an aligned x get 16-byte loads; any
+/// element-aligned x works. rows == 0 launches nothing; cols == 0 writes zeros for kSum. Runs asynchronously
+/// on `stream`. Throws InvalidArgument for negative sizes, kMax over cols == 0 (torch refuses it too), an
+/// unsupported dtype or op, null, misaligned or host pointers, allocations smaller than the tensors, or y
+/// overlapping x.
+inline void reduce_rows(Runtime& runtime, const void* x, void* y, std::int64_t rows, std::int64_t cols,
+                        ReduceOp op, DType dtype, Stream stream = nullptr) {
   CallArgs args;
   args.add(static_cast<std::int64_t>(dtype)).add(static_cast<std::int64_t>(op)).add(rows).add(cols);
   const void* buffers[] = {x, y};
