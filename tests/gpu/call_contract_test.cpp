@@ -3,6 +3,7 @@
 // the one check, naming the op and the buffer; a good call of each family still runs and writes its output.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -147,6 +148,72 @@ TEST_CASE("the pointer check runs again when the pointers change, not on every c
   expect_invalid([&] { call(rt, probe.family, probe.args, bad, nullptr); }, "elementwise", "needs 4000 bytes");
   call(rt, probe.family, probe.args, b.pointers, nullptr);  // the good pointers still work
   JITUNE_CU_CHECK(cuCtxSynchronize());
+}
+
+}  // namespace
+}  // namespace jitune::test
+
+namespace jitune::test {
+namespace {
+
+// A tuning policy that "tunes" by returning a fixed decision, storing nothing (as when the store write fails).
+class FixedPolicy final : public TuningPolicy {
+ public:
+  explicit FixedPolicy(std::string config) : config_(std::move(config)) {}
+  std::optional<Explanation> tune(Runtime&, const Family& family, const Problem& problem) override {
+    ++calls;
+    Explanation x;
+    x.family = std::string(family.name());
+    x.signature = problem.signature();
+    x.config = config_;
+    x.level = MatchLevel::kExact;
+    x.source = "tuned in this process (not stored)";
+    x.notes.push_back("the store write failed");
+    return x;
+  }
+  int calls = 0;
+
+ private:
+  std::string config_;
+};
+
+TEST_CASE("a tuning policy's decision is used at once, stored or not; an illegal one is a note") {
+  TempDir dir;
+  RuntimeOptions o = isolated_options(dir);
+  o.use_user_cache = false;  // nothing can be stored
+  auto policy = std::make_shared<FixedPolicy>("block=128,pack=2,unroll=2,waves=4");
+  o.tuning = policy;
+  Runtime rt(o);
+  const std::string sig = elementwise_signature("z = x + y", 4097, DType::kFloat32);
+  const Explanation x = rt.explain("elementwise", sig);
+  CHECK(policy->calls == 1);
+  CHECK(x.config == "block=128,pack=2,unroll=2,waves=4");
+  CHECK(x.level == MatchLevel::kExact);
+  CHECK(x.source == "tuned in this process (not stored)");
+  CHECK(std::find(x.notes.begin(), x.notes.end(), "the store write failed") != x.notes.end());
+  // The op runs that decision and computes the right thing.
+  Buffer a(4097 * 4), b(4097 * 4), z(4097 * 4);
+  const auto av = random_values(DType::kFloat32, 4097, 1), bv = random_values(DType::kFloat32, 4097, 2);
+  a.upload(av, 0);
+  b.upload(bv, 0);
+  z.poison();
+  elementwise(rt, "z = x + y", {a.at(0), b.at(0)}, z.at(0), 4097, DType::kFloat32);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  const auto got = z.download(4097 * 4, 0);
+  for (std::size_t i = 0; i < 4097; i += 97)
+    CHECK(load_element(DType::kFloat32, got.data(), i) ==
+          static_cast<float>(static_cast<float>(load_element(DType::kFloat32, av.data(), i)) +
+                             static_cast<float>(load_element(DType::kFloat32, bv.data(), i))));
+  CHECK(policy->calls == 1);  // decided once
+
+  auto bad = std::make_shared<FixedPolicy>("block=128,pack=32,unroll=2,waves=4");  // outside the space
+  o.tuning = bad;
+  Runtime rt2(o);
+  const Explanation y = rt2.explain("elementwise", sig);
+  CHECK(y.level == MatchLevel::kHeuristic);
+  bool noted = false;
+  for (const std::string& n : y.notes) noted = noted || n.find("not legal here") != std::string::npos;
+  CHECK(noted);
 }
 
 }  // namespace
