@@ -76,6 +76,14 @@ std::vector<Probe> probes() {
     };
     out.push_back(std::move(p));
   }
+  {
+    Probe p{"reduce_rows", {}, {}};
+    p.args.add(static_cast<std::int64_t>(DType::kFloat32)).add(0).add(64).add(256);
+    p.op = [](Runtime& rt, const std::vector<void*>& b, Stream s) {
+      reduce_rows(rt, b[0], b[1], 64, 256, ReduceOp::kSum, DType::kFloat32, s);
+    };
+    out.push_back(std::move(p));
+  }
   return out;
 }
 
