@@ -16,6 +16,7 @@
 #include "runtime/binary_cache.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/stores.hpp"
 #include "templates/family.hpp"
 
 namespace jitune {
@@ -45,11 +46,6 @@ Decision lookup_decision(const Family& family, const Problem& problem, const Dev
 /// The store key of `problem` on `device`.
 cache::RecordKey record_key(const Family& family, const Problem& problem, const DeviceInfo& device,
                             const std::string& nvrtc_version);
-
-/// Opens the user cache read-write; when that fails, read-only if the file is readable; else nullptr. Every step
-/// that did not work adds a note saying what and what to do. Never creates, deletes or rewrites a file it cannot
-/// understand.
-std::unique_ptr<cache::Store> open_user_store(const std::filesystem::path& path, std::vector<std::string>& notes);
 
 /// Reads device facts through the driver.
 DeviceInfo query_device(CUdevice device);
@@ -116,11 +112,5 @@ CUresult launch_kernel(CUfunction function, const LaunchShape& shape, CUstream s
 /// Readies a loaded function for launches as `shape` (the context current): opts into dynamic shared memory
 /// over 48 KiB, and settles a balanced grid (LaunchShape::balance_units) from the function's occupancy.
 void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& device);
-
-/// Folder of the default user cache: $JITUNE_CACHE_DIR, else $XDG_CACHE_HOME/jitune, else ~/.cache/jitune.
-std::filesystem::path default_cache_dir();
-/// Shipped cache files installed with jitune (the build tree's and the install prefix's share/jitune/*.sqlite) and
-/// those named by $JITUNE_SHIPPED_CACHES.
-std::vector<std::filesystem::path> builtin_shipped_caches();
 
 }  // namespace jitune

@@ -300,5 +300,9 @@ void register_family(const Family& family);
 const Family& family(std::string_view name);
 /// The family called `name`, or nullptr.
 const Family* find_family(std::string_view name) noexcept;
+/// What is wrong with a tuning record's family, signature and config as the registry sees them (unknown family,
+/// a signature its family does not parse or that is not canonical, a config outside the family's space); empty
+/// when nothing. The stores' import and merge use it through a validator the runtime builds.
+std::string check_tuned_config(std::string_view family, std::string_view signature, std::string_view config);
 
 }  // namespace jitune

@@ -1,12 +1,14 @@
-// libFuzzer target: cache import. Arbitrary bytes as a JSON Lines file go through line parsing, shape checks, the
-// registry validator and the import transaction; anything but a clean report or a jitune::Error is a bug.
+// libFuzzer target: cache import. Arbitrary bytes as a JSON Lines file go through line parsing, shape checks,
+// the registry validator and the import transaction; anything but a clean report or a jitune::Error is a bug.
 #include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 
+#include "cache/jsonl.hpp"
 #include "cache/store.hpp"
+#include "templates/family.hpp"
 
 namespace {
 
@@ -32,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
       auto r = jitune::cache::from_json_line(text.substr(start, end - start));
       (void)jitune::cache::check_record_shape(r);
-      (void)jitune::cache::validate_with_registry(r);
+      (void)jitune::check_tuned_config(r.key.family, r.key.signature, r.config);
       (void)jitune::cache::to_json_line(r);
     } catch (const jitune::Error&) {
     }
@@ -40,9 +42,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // The whole import path through a file.
   const auto file = dir() / "in.jsonl";
-  std::ofstream(file, std::ios::binary | std::ios::trunc).write(text.data(), static_cast<std::streamsize>(text.size()));
+  std::ofstream(file, std::ios::binary | std::ios::trunc)
+      .write(text.data(), static_cast<std::streamsize>(text.size()));
   try {
-    auto report = store.import_jsonl(file, jitune::cache::validate_with_registry);
+    auto report = store.import_jsonl(file, [](const jitune::cache::Record& r) {
+      return jitune::check_tuned_config(r.key.family, r.key.signature, r.config);
+    });
     if (report.added + report.replaced + report.kept + report.rejected > text.size() + 1) __builtin_trap();
   } catch (const jitune::Error&) {
   }

@@ -10,6 +10,7 @@
 
 #include <jitune/runtime.hpp>
 
+#include "cache/jsonl.hpp"
 #include "cache/store.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "templates/elementwise/elementwise.hpp"

@@ -10,8 +10,10 @@
 
 #include <jitune/runtime.hpp>
 
+#include "cache/jsonl.hpp"
 #include "cache/store.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/stores.hpp"
 #include "templates/sources.hpp"
 #include "tuner/compile_pool.hpp"
 #include "tuner/tuner.hpp"
@@ -521,7 +523,7 @@ int cache_export(const Common& common, const std::string& file) {
 
 int cache_import(const Common& common, const std::string& file) {
   cache::Store store(cache_path(common), cache::OpenMode::kReadWrite);
-  auto rep = store.import_jsonl(file, cache::validate_with_registry);
+  auto rep = store.import_jsonl(file, check_with_registry);
   print_report(rep, common);
   return rep.rejected ? kExitError : 0;
 }
@@ -529,7 +531,7 @@ int cache_import(const Common& common, const std::string& file) {
 int cache_merge(const Common& common, const std::string& file) {
   cache::Store other(file, cache::OpenMode::kReadOnly);
   cache::Store store(cache_path(common), cache::OpenMode::kReadWrite);
-  auto rep = store.merge_from(other, cache::validate_with_registry);
+  auto rep = store.merge_from(other, check_with_registry);
   print_report(rep, common);
   return rep.rejected ? kExitError : 0;
 }

@@ -1,0 +1,228 @@
+// JSON Lines export and import of tuning records: the line format (sorted keys, every field typed and
+// checked), the atomic file write, and the line-by-line read.
+#include "cache/jsonl.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace jitune::cache {
+namespace {
+
+using Json = nlohmann::json;
+
+// Closes a POSIX file descriptor.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const noexcept { return fd_; }
+  /// Closes now; false (errno set) when close reported an error, e.g. a delayed write failure.
+  bool close() {
+    const int fd = std::exchange(fd_, -1);
+    return ::close(fd) == 0;
+  }
+
+ private:
+  int fd_;
+};
+
+// Removes a temporary file unless it was renamed into place.
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(std::filesystem::path path) : path_(std::move(path)) {}
+  ~TempFileGuard() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+  void release() { path_.clear(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+const Json& field(const Json& object, const char* name) {
+  const auto found = object.find(name);
+  if (found == object.end()) throw InvalidArgument(std::string("missing field \"") + name + "\"");
+  return *found;
+}
+
+[[noreturn]] void wrong_type(const char* name, const char* expected, const Json& value) {
+  throw InvalidArgument(std::string("field \"") + name + "\" must be " + expected + " (got " + value.dump() +
+                        ")");
+}
+
+std::string string_field(const Json& object, const char* name) {
+  const Json& value = field(object, name);
+  if (!value.is_string()) wrong_type(name, "a string", value);
+  return value.get<std::string>();
+}
+
+int int_field(const Json& object, const char* name) {
+  const Json& value = field(object, name);
+  if (!value.is_number_integer()) wrong_type(name, "an integer", value);
+  if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT32_MAX)) {
+    wrong_type(name, "a 32-bit integer", value);
+  }
+  const auto number = value.get<std::int64_t>();
+  if (number < INT32_MIN || number > INT32_MAX) wrong_type(name, "a 32-bit integer", value);
+  return static_cast<int>(number);
+}
+
+double double_field(const Json& object, const char* name) {
+  const Json& value = field(object, name);
+  if (!value.is_number()) wrong_type(name, "a number", value);
+  return value.get<double>();
+}
+
+}  // namespace
+
+std::string to_json_line(const Record& record) {
+  const Json object = {
+      {"family", record.key.family},
+      {"template_hash", record.key.template_hash},
+      {"signature", record.key.signature},
+      {"device_name", record.key.device_name},
+      {"cc", record.key.cc},
+      {"sm_count", record.key.sm_count},
+      {"nvrtc_version", record.key.nvrtc_version},
+      {"group", record.group},
+      {"features", record.features},
+      {"config", record.config},
+      {"time_us", record.time_us},
+      {"spread", record.spread},
+      {"reps", record.reps},
+      {"default_time_us", record.default_time_us},
+      {"default_config", record.default_config},
+      {"jitune_version", record.jitune_version},
+      {"driver_version", record.driver_version},
+      {"created_at", record.created_at},
+  };
+  try {
+    return object.dump();
+  } catch (const Json::exception& error) {
+    throw InvalidArgument("cannot write the record " + describe(record.key) + " as JSON: " + error.what() +
+                          " (its text fields must be valid UTF-8)");
+  }
+}
+
+Record from_json_line(const std::string& line) {
+  Json object;
+  try {
+    object = Json::parse(line);
+  } catch (const Json::exception& error) {  // a syntax error, or a number too large for a double (1e999)
+    throw InvalidArgument(std::string("not valid JSON: ") + error.what());
+  }
+  if (!object.is_object()) throw InvalidArgument("not a JSON object (got " + object.dump() + ")");
+  Record record;
+  record.key.family = string_field(object, "family");
+  record.key.template_hash = string_field(object, "template_hash");
+  record.key.signature = string_field(object, "signature");
+  record.key.device_name = string_field(object, "device_name");
+  record.key.cc = int_field(object, "cc");
+  record.key.sm_count = int_field(object, "sm_count");
+  record.key.nvrtc_version = string_field(object, "nvrtc_version");
+  record.group = string_field(object, "group");
+  const Json& features = field(object, "features");
+  if (!features.is_array()) wrong_type("features", "an array of numbers", features);
+  for (const Json& value : features) {
+    if (!value.is_number()) wrong_type("features", "an array of numbers", features);
+    record.features.push_back(value.get<double>());
+  }
+  record.config = string_field(object, "config");
+  record.time_us = double_field(object, "time_us");
+  record.spread = double_field(object, "spread");
+  record.reps = int_field(object, "reps");
+  record.default_time_us = double_field(object, "default_time_us");
+  record.default_config = string_field(object, "default_config");
+  record.jitune_version = string_field(object, "jitune_version");
+  record.driver_version = int_field(object, "driver_version");
+  record.created_at = string_field(object, "created_at");
+  return record;
+}
+
+void write_jsonl(const std::filesystem::path& out, const std::vector<Record>& records) {
+  std::string text;
+  for (const Record& record : records) text += to_json_line(record) + '\n';
+
+  auto fail_export = [&](const char* what) {
+    const int code = errno;  // saved before the message's allocations can change it
+    throw StoreError("jitune export to " + out.string() + ": " + what + ": " + std::strerror(code) +
+                     "; check that the folder exists and is writable and the disk has space");
+  };
+  const std::filesystem::path folder = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) {
+    throw StoreError("jitune export to " + out.string() + ": cannot create the folder " + folder.string() +
+                     ": " + error.message());
+  }
+  // Written next to the target and renamed over it, so readers never see a half-written file.
+  std::random_device random;
+  std::string temp_name = ".";  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "." + string + ...
+  temp_name += out.filename().string();
+  temp_name += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(random());
+  const std::filesystem::path temp = folder / temp_name;
+  FileDescriptor file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (file.get() < 0) fail_export("cannot create the temporary file");
+  TempFileGuard guard(temp);
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(file.get(), text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_export("cannot write the temporary file");
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(file.get()) != 0) fail_export("cannot flush the temporary file");
+  if (!file.close()) fail_export("cannot close the temporary file");
+  if (::rename(temp.c_str(), out.c_str()) != 0) fail_export("cannot rename the temporary file over it");
+  guard.release();
+}
+
+JsonlContents read_jsonl(const std::filesystem::path& in) {
+  std::error_code error;
+  if (std::filesystem::is_directory(in, error)) {
+    throw StoreError("jitune import of " + in.string() +
+                     ": it is a folder, not a JSON Lines file; nothing was imported");
+  }
+  std::ifstream file(in, std::ios::binary);
+  if (!file) {
+    const int code = errno;
+    throw StoreError("jitune import of " + in.string() + ": cannot open it: " + std::strerror(code) +
+                     "; check the path and permissions; nothing was imported");
+  }
+  JsonlContents contents;
+  std::string line;
+  std::size_t number = 0;
+  while (std::getline(file, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    try {
+      contents.records.push_back({number, from_json_line(line)});
+    } catch (const InvalidArgument& bad) {
+      contents.rejected.push_back({number, "line " + std::to_string(number) + ": rejected: " + bad.what()});
+    }
+  }
+  if (file.bad()) {
+    const int code = errno;
+    throw StoreError("jitune import of " + in.string() + ": reading failed after line " +
+                     std::to_string(number) + ": " + std::strerror(code) + "; nothing was imported");
+  }
+  return contents;
+}
+
+}  // namespace jitune::cache

@@ -1,0 +1,117 @@
+// The kernel loader: a decided instantiation's binary (binary cache, else NVRTC), its module and function
+// loaded and readied for launch, the launch itself, and the device-memory range check of the one pointer
+// check.
+#include <algorithm>
+#include <cstdio>
+
+#include "runtime/runtime_impl.hpp"
+
+namespace jitune {
+
+CachedBinary Runtime::Impl::binary(const Family& family, const Problem& problem, const Config& config) {
+  const KernelSource src = family.source(problem, config);
+  const std::string bkey = compiler.binary_key(src.program, src.name_expression, device.arch());
+  if (auto hit = binaries.get(bkey)) return *hit;
+  CompiledProgram out = compiler.compile(src.program, {src.name_expression}, device.arch(), false);
+  if (!out.ok)
+    throw CompileError("NVRTC could not compile " + std::string(family.name()) + " with config " +
+                           config.text() + " for " + device.arch() + ":\n" + out.log,
+                       std::string(family.name()), config.text(), out.options, out.log);
+  CachedBinary b{std::move(out.cubin), out.lowered.at(0)};
+  binaries.put(bkey, b);
+  return b;
+}
+
+const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem, const Config& config) {
+  const std::string map_key = std::string(family.name()) + '\n' + problem.signature() + '\n' + config.text();
+  {
+    std::shared_lock lock(mutex_);
+    if (auto it = kernels_.find(map_key); it != kernels_.end()) return *it->second;
+  }
+  CachedBinary b = binary(family, problem, config);
+  driver::make_current(context);
+  auto module = std::make_unique<driver::Module>(b.cubin.data());
+  auto k = std::make_unique<Kernel>();
+  k->function = module->function(b.lowered_name);
+  k->shape = family.launch_shape(problem, config, device);
+  k->config = config;
+  k->prep = family.prep(problem, config);
+  ready_function(k->function, k->shape, device);
+  std::unique_lock lock(mutex_);
+  auto [it, inserted] = kernels_.try_emplace(map_key, std::move(k));
+  if (inserted) modules_.emplace(map_key, std::move(module));
+  return *it->second;
+}
+
+void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& device) {
+  if (shape.shared_bytes > 48 * 1024)
+    JITUNE_CU_CHECK(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(shape.shared_bytes)));
+  if (shape.balance_units == 0) return;
+  int per_sm = 0;
+  JITUNE_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_sm, function, static_cast<int>(shape.block.volume()), shape.shared_bytes));
+  const std::uint64_t resident =
+      std::uint64_t(std::max(per_sm, 1)) * std::uint64_t(std::max(device.sm_count, 1));
+  const std::uint64_t per_block = (shape.balance_units + resident - 1) / resident;
+  shape.grid.x = static_cast<unsigned>(
+      std::min<std::uint64_t>((shape.balance_units + per_block - 1) / per_block, 0x7fffffff));
+}
+
+CUresult launch_kernel(CUfunction function, const LaunchShape& shape, CUstream stream, void** args) {
+  const driver::Api& api = driver::api();
+  if (!shape.programmatic)
+    return api.cuLaunchKernel(function, shape.grid.x, shape.grid.y, shape.grid.z, shape.block.x,
+                              shape.block.y, shape.block.z, shape.shared_bytes, stream, args, nullptr);
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = shape.grid.x;
+  config.gridDimY = shape.grid.y;
+  config.gridDimZ = shape.grid.z;
+  config.blockDimX = shape.block.x;
+  config.blockDimY = shape.block.y;
+  config.blockDimZ = shape.block.z;
+  config.sharedMemBytes = shape.shared_bytes;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return api.cuLaunchKernelEx(&config, function, args, nullptr);
+}
+
+void Runtime::Impl::launch(const Kernel& k, KernelArgs& args, CUstream stream) {
+  driver::make_current(context);
+  const CUresult r = launch_kernel(k.function, k.shape, stream, args.pointers());
+  if (r != CUDA_SUCCESS)
+    throw CudaError("cuLaunchKernel (config " + k.config.text() + ") failed: " + driver::error_text(r), r);
+}
+
+void Runtime::Impl::check_device_range(const void* ptr, std::size_t bytes, const std::string& what) const {
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                 CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  unsigned int memory_type = 0;
+  int ordinal = -1;
+  CUdeviceptr start = 0;
+  std::size_t size = 0;
+  unsigned int managed = 0;
+  void* data[] = {&memory_type, &ordinal, &start, &size, &managed};
+  const CUresult r = driver::api().cuPointerGetAttributes(5, attrs, data, reinterpret_cast<CUdeviceptr>(ptr));
+  char where[32];
+  std::snprintf(where, sizeof where, "%p", ptr);
+  if (r != CUDA_SUCCESS || (memory_type != CU_MEMORYTYPE_DEVICE && !managed))
+    throw InvalidArgument(what + " (" + where +
+                          ") is not device memory known to CUDA (a host pointer?); pass memory "
+                          "from cudaMalloc / cuMemAlloc / a framework's CUDA tensor");
+  if (!managed && ordinal != device.ordinal)
+    throw InvalidArgument(what + " (" + where + ") lives on CUDA device " + std::to_string(ordinal) +
+                          " but this runtime launches on device " + std::to_string(device.ordinal) +
+                          "; create the Runtime for that device (RuntimeOptions::device) or copy the data");
+  const auto begin = reinterpret_cast<CUdeviceptr>(ptr);
+  if (start != 0 && size != 0 && (begin < start || begin - start + bytes > size))
+    throw InvalidArgument(what + " (" + where + ") needs " + std::to_string(bytes) +
+                          " bytes but its allocation " + "ends " + std::to_string(start + size - begin) +
+                          " bytes after it; check the element count");
+}
+}  // namespace jitune

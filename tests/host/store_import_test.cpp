@@ -1,0 +1,274 @@
+// Tests of the tuning store's JSON Lines export / import and merge: the line format round trip, record shape
+// checks, bad lines named by number, unreadable files, and the faster record kept per key.
+#include "store_test_support.hpp"
+
+using namespace store_test;
+
+TEST_CASE("to_json_line / from_json_line round trip with sorted keys and say what is wrong") {
+  Record record = make_record("sig \"quoted\"\nnewline");
+  record.key.device_name = "Gerät";
+  const std::string line = to_json_line(record);
+  CHECK(line.find('\n') == std::string::npos);
+  const auto parsed = nlohmann::json::parse(line);
+  CHECK(parsed.dump() == line);  // nlohmann's default object is sorted: same text means sorted keys
+  std::vector<std::string> keys;
+  for (const auto& item : parsed.items()) keys.push_back(item.key());
+  CHECK(std::is_sorted(keys.begin(), keys.end()));
+  CHECK(keys.size() == 18);
+  check_same(from_json_line(line), record);
+
+  auto error_for = [](const std::string& text) {
+    try {
+      from_json_line(text);
+    } catch (const InvalidArgument& error) {
+      return std::string(error.what());
+    }
+    return std::string("(accepted)");
+  };
+  nlohmann::json missing = parsed;
+  missing.erase("sm_count");
+  CHECK(error_for(missing.dump()).find("sm_count") != std::string::npos);
+  nlohmann::json wrong = parsed;
+  wrong["cc"] = "ninety";
+  CHECK(error_for(wrong.dump()).find("\"cc\" must be an integer") != std::string::npos);
+  wrong = parsed;
+  wrong["features"] = {1, "x"};
+  CHECK(error_for(wrong.dump()).find("features") != std::string::npos);
+  CHECK(error_for("{\"family\": ").find("not valid JSON") != std::string::npos);
+  // A number no double holds is an out_of_range error of the JSON parser, not a parse_error (found by
+  // fuzz_cache_import: "99999E3990[4" ended the process).
+  CHECK(error_for("99999E3990[4").find("not valid JSON") != std::string::npos);
+  CHECK(error_for("{\"cc\": 1e999}").find("not valid JSON") != std::string::npos);
+  CHECK(error_for("[1, 2]").find("not a JSON object") != std::string::npos);
+}
+
+TEST_CASE("check_record_shape accepts the edges and names each bad field") {
+  CHECK(check_record_shape(make_record("ok")) == "");
+  auto problem = [](auto&& change) {
+    Record record = make_record("x");
+    change(record);
+    return check_record_shape(record);
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(problem([](Record& r) { r.key.cc = 10; }) == "");
+  CHECK(problem([](Record& r) { r.key.cc = 200; }) == "");
+  CHECK(problem([](Record& r) { r.key.sm_count = 1; }) == "");
+  CHECK(problem([](Record& r) { r.key.sm_count = 10000; }) == "");
+  CHECK(problem([](Record& r) { r.default_time_us = 0; }) == "");
+  CHECK(problem([](Record& r) { r.spread = 0; }) == "");
+  CHECK(problem([](Record& r) { r.features.clear(); }) == "");
+
+  const std::vector<std::pair<std::string, std::function<void(Record&)>>> bad = {
+      {"family", [](Record& r) { r.key.family.clear(); }},
+      {"template_hash", [](Record& r) { r.key.template_hash.clear(); }},
+      {"signature", [](Record& r) { r.key.signature.clear(); }},
+      {"device_name", [](Record& r) { r.key.device_name.clear(); }},
+      {"config", [](Record& r) { r.config.clear(); }},
+      {"nvrtc_version", [](Record& r) { r.key.nvrtc_version.clear(); }},
+      {"cc", [](Record& r) { r.key.cc = 9; }},
+      {"cc", [](Record& r) { r.key.cc = 201; }},
+      {"sm_count", [](Record& r) { r.key.sm_count = 0; }},
+      {"sm_count", [](Record& r) { r.key.sm_count = 10001; }},
+      {"time_us", [](Record& r) { r.time_us = 0; }},
+      {"time_us", [](Record& r) { r.time_us = -1; }},
+      {"time_us", [&](Record& r) { r.time_us = nan; }},
+      {"time_us", [&](Record& r) { r.time_us = inf; }},
+      {"default_time_us", [](Record& r) { r.default_time_us = -0.5; }},
+      {"default_time_us", [&](Record& r) { r.default_time_us = nan; }},
+      {"spread", [](Record& r) { r.spread = -0.1; }},
+      {"spread", [&](Record& r) { r.spread = inf; }},
+      {"reps", [](Record& r) { r.reps = 0; }},
+      {"features", [&](Record& r) { r.features[1] = nan; }},
+  };
+  for (const auto& [field, change] : bad) {
+    const std::string message = problem(change);
+    INFO("field ", field, ": ", message);
+    CHECK(message.rfind(field, 0) == 0);
+  }
+}
+
+TEST_CASE("export_jsonl then import_jsonl into a fresh store gives the same records") {
+  TempDir dir;
+  Store original(dir / "a.db", OpenMode::kReadWrite);
+  std::mt19937_64 random(42);
+  std::uniform_real_distribution<double> uniform(1e-3, 1e4);
+  for (int i = 0; i < 25; ++i) {
+    Record record = make_record("sig" + std::to_string(i * 7 % 25), uniform(random));
+    record.key.family = i % 2 == 0 ? "permute" : "elementwise";
+    record.key.sm_count = 100 + i % 3;
+    record.features = {uniform(random), uniform(random) * 1e-200, -uniform(random)};
+    record.spread = uniform(random) / 1e4;
+    original.put(record);
+  }
+  const fs::path out = dir / "exports/cache.jsonl";  // folder created by the export
+  original.export_jsonl(out);
+  original.export_jsonl(out);  // replacing an existing export works too
+
+  const auto expected = original.records();
+  const auto lines = read_lines(out);
+  REQUIRE(lines.size() == expected.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    CHECK(lines[i] == to_json_line(expected[i]));  // records() order, sorted keys
+    CHECK(nlohmann::json::parse(lines[i]).dump() == lines[i]);
+  }
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(out.parent_path()))
+    files.push_back(entry.path().filename());
+  CHECK(files == std::vector<std::string>{"cache.jsonl"});  // no temporary file left behind
+
+  Store copy(dir / "b.db", OpenMode::kReadWrite);
+  const ImportReport report = copy.import_jsonl(out, nullptr);
+  CHECK(report.added == expected.size());
+  CHECK(report.replaced == 0);
+  CHECK(report.kept == 0);
+  CHECK(report.rejected == 0);
+  CHECK(report.issues.empty());
+  const auto imported = copy.records();
+  REQUIRE(imported.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) check_same(imported[i], expected[i]);
+
+  // Importing the same file again changes nothing: every incoming record is as fast as the stored one.
+  const ImportReport again = copy.import_jsonl(out, nullptr);
+  CHECK(again.added == 0);
+  CHECK(again.kept == expected.size());
+}
+
+TEST_CASE("import_jsonl rejects bad lines with their line numbers and takes the good ones") {
+  TempDir dir;
+  Store store(dir / "s.db", OpenMode::kReadWrite);
+  auto line_of = [](const Record& record) { return to_json_line(record); };
+  nlohmann::json missing = nlohmann::json::parse(line_of(make_record("missing")));
+  missing.erase("time_us");
+  Record negative = make_record("negative");
+  negative.time_us = -3;
+  Record refused = make_record("refused");
+  refused.config = "block=7";
+  nlohmann::json wrong_type = nlohmann::json::parse(line_of(make_record("wrong")));
+  wrong_type["reps"] = 2.5;
+  const std::string text = line_of(make_record("good1")) + "\n" +  // 1
+                           "{\"family\": \"permute\", \n" +        // 2 malformed
+                           missing.dump() + "\n" +                 // 3
+                           line_of(negative) + "\n" +              // 4
+                           line_of(refused) + "\r\n" +             // 5 validator says no (CRLF line)
+                           "\n" +                                  // 6 blank: skipped
+                           line_of(make_record("good2")) + "\n" +  // 7
+                           wrong_type.dump() + "\n";               // 8
+  const fs::path in = dir / "in.jsonl";
+  write_text(in, text);
+  std::vector<std::string> validated;
+  const RecordValidator validate = [&](const Record& record) -> std::string {
+    validated.push_back(record.key.signature);
+    return record.config == "block=7" ? "config block=7 is outside the permute space" : "";
+  };
+  const ImportReport report = store.import_jsonl(in, validate);
+  CHECK(report.added == 2);
+  CHECK(report.rejected == 5);
+  CHECK(report.replaced == 0);
+  CHECK(report.kept == 0);
+  REQUIRE(report.issues.size() == 5);
+  const std::vector<std::size_t> lines = {2, 3, 4, 5, 8};
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    INFO(report.issues[i].message);
+    CHECK(report.issues[i].line == lines[i]);
+    CHECK(report.issues[i].message.rfind("line " + std::to_string(lines[i]) + ": ", 0) == 0);
+  }
+  CHECK(report.issues[0].message.find("not valid JSON") != std::string::npos);
+  CHECK(report.issues[1].message.find("\"time_us\"") != std::string::npos);
+  CHECK(report.issues[2].message.find("time_us must be finite and > 0") != std::string::npos);
+  CHECK(report.issues[3].message.find("outside the permute space") != std::string::npos);
+  CHECK(report.issues[4].message.find("\"reps\"") != std::string::npos);
+  // The validator only sees records whose shape is fine.
+  CHECK(validated == std::vector<std::string>{"good1", "refused", "good2"});
+
+  const auto records = store.records();
+  REQUIRE(records.size() == 2);
+  check_same(records[0], make_record("good1"));
+  check_same(records[1], make_record("good2"));
+}
+
+TEST_CASE("import_jsonl of a file that cannot be read writes nothing") {
+  TempDir dir;
+  Store store(dir / "s.db", OpenMode::kReadWrite);
+  store.put(make_record("kept"));
+  const std::string missing = error_of([&] { store.import_jsonl(dir / "no-such.jsonl", nullptr); });
+  CHECK(missing.find("no-such.jsonl") != std::string::npos);
+  CHECK(missing.find("nothing was imported") != std::string::npos);
+  CHECK_THROWS_AS(store.import_jsonl(dir.path(), nullptr), StoreError);  // a folder
+  CHECK(store.records().size() == 1);
+}
+
+TEST_CASE("import_jsonl and merge_from keep the faster record and report replacements") {
+  TempDir dir;
+  const RecordValidator accept_all = [](const Record&) { return std::string(); };
+  auto with = [](const std::string& signature, double time_us, const std::string& config) {
+    Record record = make_record(signature, time_us);
+    record.config = config;
+    return record;
+  };
+  auto config_of = [](const Store& store, const std::string& signature) {
+    const RecordKey key = make_key(signature);
+    const auto found = store.find_exact(key.family, key.template_hash, key.signature, key.device_name, key.cc,
+                                        key.sm_count, key.nvrtc_version);
+    return found ? found->config + " " + std::to_string(found->time_us) : std::string("none");
+  };
+
+  SUBCASE("import_jsonl") {
+    Store store(dir / "s.db", OpenMode::kReadWrite);
+    store.put(with("slow", 12.3, "block=128"));
+    store.put(with("fast", 5.0, "block=64"));
+    const fs::path in = dir / "in.jsonl";
+    write_text(in, to_json_line(with("new", 7.0, "block=32")) + "\n" +
+                       to_json_line(with("slow", 10.1, "block=256")) + "\n" +
+                       to_json_line(with("fast", 6.0, "block=512")) + "\n");
+    const ImportReport report = store.import_jsonl(in, accept_all);
+    CHECK(report.added == 1);
+    CHECK(report.replaced == 1);
+    CHECK(report.kept == 1);
+    CHECK(report.rejected == 0);
+    REQUIRE(report.issues.size() == 1);
+    CHECK(report.issues[0].line == 2);
+    INFO(report.issues[0].message);
+    CHECK(report.issues[0].message.find("replaced permute [slow]") != std::string::npos);
+    CHECK(report.issues[0].message.find("12.3 us -> 10.1 us") != std::string::npos);
+    CHECK(config_of(store, "slow") == "block=256 " + std::to_string(10.1));
+    CHECK(config_of(store, "fast") == "block=64 " + std::to_string(5.0));
+    CHECK(config_of(store, "new") == "block=32 " + std::to_string(7.0));
+  }
+  SUBCASE("merge_from") {
+    Store store(dir / "s.db", OpenMode::kReadWrite);
+    store.put(with("slow", 12.3, "block=128"));
+    store.put(with("fast", 5.0, "block=64"));
+    Store other(dir / "other.db", OpenMode::kReadWrite);
+    other.put(with("slow", 10.1, "block=256"));
+    other.put(with("fast", 6.0, "block=512"));
+    other.put(with("new", 7.0, "block=32"));
+    other.put(with("refused", 1.0, "block=7"));
+    Store other_read_only(dir / "other.db", OpenMode::kReadOnly);
+    const ImportReport report = store.merge_from(other_read_only, [](const Record& record) {
+      return record.config == "block=7" ? std::string("config outside the space") : std::string();
+    });
+    CHECK(report.added == 1);
+    CHECK(report.replaced == 1);
+    CHECK(report.kept == 1);
+    CHECK(report.rejected == 1);
+    REQUIRE(report.issues.size() == 2);
+    std::string all_messages;
+    for (const auto& issue : report.issues) {
+      CHECK(issue.line == 0);
+      all_messages += issue.message + "\n";
+    }
+    INFO(all_messages);
+    CHECK(all_messages.find("12.3 us -> 10.1 us") != std::string::npos);
+    CHECK(all_messages.find("config outside the space") != std::string::npos);
+    CHECK(config_of(store, "slow") == "block=256 " + std::to_string(10.1));
+    CHECK(config_of(store, "fast") == "block=64 " + std::to_string(5.0));
+    CHECK(config_of(store, "refused") == "none");
+    CHECK(store.records().size() == 3);
+
+    const ImportReport self =
+        store.merge_from(store, nullptr);  // merging a store into itself changes nothing
+    CHECK(self.kept == 3);
+    CHECK(self.added + self.replaced + self.rejected == 0);
+  }
+}
