@@ -1,0 +1,108 @@
+// Conv2d instantiation and launch: the kernel's name expression, its tile geometry, grid and arguments.
+#include <algorithm>
+
+#include "templates/conv2d/conv2d_detail.hpp"
+
+namespace jitune::templates::conv2d {
+namespace {
+
+std::int64_t round_up(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b * b;
+}
+std::int64_t vector_of(std::int64_t n) {
+  return n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1;
+}
+
+}  // namespace
+
+namespace detail {
+
+KernelSource source(const ConvProblem& p, const Config& config) {
+  const auto& s = p.shape();
+  std::string name = "jitune::conv::conv2d<" + std::string(dtype_cuda_type(p.dtype()));
+  for (std::int64_t v : {s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w,
+                         config.at("out_h"), config.at("out_w"), config.at("block_h"), config.at("block_w"),
+                         config.at("k_block"), config.at("c_stage"), config.at("load"),
+                         config.at("double_buffer"), config.at("max_regs"), std::int64_t{s.bias ? 1 : 0}})
+    name += ", " + std::to_string(v);
+  name += ">";
+  return {"#include \"conv2d/conv2d.cuh\"\n", std::move(name)};
+}
+
+LaunchShape launch_shape(const ConvProblem& p, const Config& config) {
+  const TileGeometry g = tile_geometry(p, config);
+  const std::int64_t tiles = ((p.p() + g.tile_h - 1) / g.tile_h) * ((p.q() + g.tile_w - 1) / g.tile_w);
+  LaunchShape shape;
+  shape.grid.x = static_cast<unsigned>(tiles);
+  shape.grid.y = static_cast<unsigned>(p.shape().k / config.at("k_block"));
+  shape.grid.z = static_cast<unsigned>(std::clamp<std::int64_t>(p.shape().n, 1, 65535));
+  shape.block.x = static_cast<unsigned>(g.threads);
+  shape.shared_bytes = static_cast<unsigned>(g.shared_bytes);
+  return shape;
+}
+
+}  // namespace detail
+
+TileGeometry tile_geometry(const ConvProblem& problem, const Config& config) {
+  const auto& s = problem.shape();
+  const std::int64_t oh = config.at("out_h"), ow = config.at("out_w"), bh = config.at("block_h"),
+                     bw = config.at("block_w"), kb = config.at("k_block"), cs = config.at("c_stage"),
+                     load = config.at("load"), db = config.at("double_buffer");
+  const std::int64_t es = static_cast<std::int64_t>(dtype_size(problem.dtype()));
+  // Clamped so absurd dilations give a large (rejected) shared-memory size instead of overflowing.
+  auto clamp = [](std::int64_t v) { return static_cast<int>(std::min<std::int64_t>(v, 1 << 28)); };
+  TileGeometry g;
+  g.threads = clamp(bh * bw);
+  g.tile_h = clamp(bh * oh);
+  g.tile_w = clamp(bw * ow);
+  const std::int64_t in_h = (bh * oh - 1) * s.stride_h + (s.r - 1) * s.dilation_h + 1;
+  const std::int64_t in_w = (bw * ow - 1) * s.stride_w + (s.s - 1) * s.dilation_w + 1;
+  const std::int64_t span = (ow - 1) * s.stride_w + (s.s - 1) * s.dilation_w + 1;
+  const std::int64_t span_read = round_up(span, vector_of(ow * s.stride_w));
+  const std::int64_t pitch = round_up((bw - 1) * ow * s.stride_w + span_read, 4);
+  const std::int64_t in_stage = cs * in_h * pitch, w_stage = cs * s.r * s.s * kb;
+  const std::int64_t units = (in_w + 2 * (load - 1)) / load;
+  g.in_h = clamp(in_h);
+  g.in_w = clamp(in_w);
+  g.span_read = clamp(span_read);
+  g.pitch = clamp(pitch);
+  g.in_stage = clamp(in_stage);
+  g.w_stage = clamp(w_stage);
+  g.in_per_thread = clamp((cs * in_h * units + bh * bw - 1) / (bh * bw));
+  g.w_per_thread = clamp((w_stage + bh * bw - 1) / (bh * bw));
+  g.buffers = db ? 2 : 1;
+  g.shared_bytes = 4 * g.buffers * (in_stage + w_stage);
+  std::int64_t regs = oh * ow * kb + span_read + s.s * kb + 40;
+  if (db) regs += g.in_per_thread * ((load * es + 3) / 4) + g.w_per_thread;
+  g.register_estimate = clamp(regs);
+  return g;
+}
+
+void push_args(const ConvProblem& p, const Config& config, const void* x, const void* w, const void* bias,
+               void* y, KernelArgs& args) {
+  struct ArgsLayout {  // templates::conv2d::Args<T> in conv2d.cuh
+    const void* x;
+    const void* w;
+    const void* bias;
+    void* y;
+    std::int32_t n, h, w_, p, q, pad_h, pad_w, tiles_x;
+  };
+  static_assert(sizeof(ArgsLayout) == 64);
+  const auto& s = p.shape();
+  const std::int64_t tile_w = config.at("block_w") * config.at("out_w");
+  const ArgsLayout a{x,
+                     w,
+                     bias,
+                     y,
+                     static_cast<std::int32_t>(s.n),
+                     static_cast<std::int32_t>(s.h),
+                     static_cast<std::int32_t>(s.w),
+                     static_cast<std::int32_t>(p.p()),
+                     static_cast<std::int32_t>(p.q()),
+                     static_cast<std::int32_t>(s.pad_h),
+                     static_cast<std::int32_t>(s.pad_w),
+                     static_cast<std::int32_t>((p.q() + tile_w - 1) / tile_w)};
+  args.push_raw(&a, sizeof a, alignof(ArgsLayout));
+}
+
+}  // namespace jitune::templates::conv2d
