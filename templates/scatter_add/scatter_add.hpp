@@ -41,10 +41,10 @@ class ScatterAddProblem final : public Problem {
                                      std::int64_t row_length);
   /// dot of two vectors of n elements. Throws InvalidArgument for an unsupported dtype or n < 0.
   static ScatterAddProblem dot(DType dtype, std::int64_t n);
-  /// index_add / scatter_add as the public op was called: validates its sizes (src_rows is src's rows, or src's
-  /// element count for scatter_add) and accepts empty calls, which run nothing.
-  static ScatterAddProblem call(Api api, DType dtype, DType index_dtype, std::int64_t rows, std::int64_t count,
-                                std::int64_t src_rows, std::int64_t row_length);
+  /// index_add / scatter_add as the public op was called: validates its sizes (src_rows is src's rows, or
+  /// src's element count for scatter_add) and accepts empty calls, which run nothing.
+  static ScatterAddProblem call(Api api, DType dtype, DType index_dtype, std::int64_t rows,
+                                std::int64_t count, std::int64_t src_rows, std::int64_t row_length);
   Api api() const noexcept { return api_; }
 
   Op op() const noexcept { return op_; }
@@ -70,6 +70,9 @@ class ScatterAddProblem final : public Problem {
 
  private:
   ScatterAddProblem() = default;
+  /// An index_add problem of these fields, unchecked: index_add() and call() validate them first.
+  ScatterAddProblem(Api api, DType dtype, DType index_dtype, std::int64_t rows, std::int64_t count,
+                    std::int64_t row_length) noexcept;
   Op op_ = Op::kIndexAdd;
   Api api_ = Api::kIndexAdd;
   DType dtype_ = DType::kFloat32;

@@ -1,0 +1,117 @@
+// Scatter_add instantiation and launch: name expressions, launch shapes and the kernels' arguments.
+#include <algorithm>
+
+#include "templates/scatter_add/scatter_add_detail.hpp"
+
+namespace jitune::templates::scatter_add {
+namespace detail {
+
+KernelSource source(const ScatterAddProblem& p, const Config& config) {
+  const std::string type(dtype_cuda_type(p.dtype()));
+  const std::string block = std::to_string(config.at("block")), items = std::to_string(config.at("items"));
+  // Loop indices reach the element (unit) count plus one grid step; keep them below 2^31.
+  const std::int64_t limit = (std::int64_t{1} << 30);
+  if (p.op() == Op::kDot) {
+    const std::string index = p.count() > limit ? "long long" : "int";
+    return {"#include \"scatter_add/scatter_add.cuh\"\n",
+            "jitune::sa::dot<" + type + ", " + block + ", " + items + ", " +
+                std::to_string(config.at("vec")) + ", " + index + ">"};
+  }
+  const std::int64_t units = units_per_row(p, config, 1);
+  const std::string index = p.count() > limit / std::max<std::int64_t>(units, 1) ? "long long" : "int";
+  return {"#include \"scatter_add/scatter_add.cuh\"\n",
+          "jitune::sa::index_add<" + type + ", " + (p.index_dtype() == DType::kInt32 ? "int" : "long long") +
+              ", " + std::to_string(config.at("atomic")) + ", " +
+              (config.at("workspace") ? "true" : "false") + ", " + std::to_string(config.at("prereduce")) +
+              ", " + block + ", " + items + ", " + index + ">"};
+}
+
+LaunchShape launch_shape(const ScatterAddProblem& p, const Config& config, const DeviceInfo& device) {
+  const std::int64_t block = config.at("block"), items = config.at("items");
+  const std::int64_t resident = resident_blocks(device, block);
+  LaunchShape s;
+  s.block.x = static_cast<unsigned>(block);
+  if (p.op() == Op::kDot) {
+    const std::int64_t per_block = block * items * config.at("vec");
+    const std::int64_t needed = std::max<std::int64_t>(1, (p.count() + per_block - 1) / per_block);
+    s.grid.x = static_cast<unsigned>(std::min({needed, resident, std::int64_t{kMaxDotBlocks}}));
+    return s;
+  }
+  // The most units a row can have (odd offsets add one); blocks past the end exit at once.
+  const std::int64_t total = p.count() * units_per_row(p, config, 1);
+  const std::int64_t needed = std::max<std::int64_t>(1, (total + block * items - 1) / (block * items));
+  if (config.at("prereduce") == 2) {
+    // Few, full blocks: each block's bins should see as many sources as possible before they are flushed.
+    const std::int64_t slices = block_slices(p), bytes = block_slice_elements(p) * 4;
+    const std::int64_t by_smem = std::max<std::int64_t>(1, device.max_shared_per_sm / (bytes + 1024));
+    const std::int64_t per_sm =
+        std::min(by_smem, std::max<std::int64_t>(1, device.max_threads_per_sm / block));
+    s.grid.x =
+        static_cast<unsigned>(std::min(needed, std::max<std::int64_t>(1, device.sm_count * per_sm / slices)));
+    s.grid.y = static_cast<unsigned>(slices);
+    s.shared_bytes = static_cast<unsigned>(bytes);
+    return s;
+  }
+  // With the workspace every block ends with a fence (its atomics must drain before it reports done): one
+  // wave of blocks, so that wait happens once per SM rather than once per wave.
+  s.grid.x = static_cast<unsigned>(std::min(needed, config.at("workspace") ? resident : resident * 8));
+  return s;
+}
+
+}  // namespace detail
+
+std::int64_t block_slices(const ScatterAddProblem& p) {
+  return std::max<std::int64_t>(1, (p.dst_elements() + kSliceElements - 1) / kSliceElements);
+}
+
+std::int64_t block_slice_elements(const ScatterAddProblem& p) {
+  const std::int64_t slices = block_slices(p);
+  const std::int64_t slice = (p.dst_elements() + slices - 1) / slices;
+  return (slice + 1) & ~std::int64_t{1};  // mirrors block_slice() in scatter_add.cuh
+}
+
+std::int64_t units_per_row(const ScatterAddProblem& p, const Config& config, int parity) {
+  if (config.at("atomic") != kPacked || config.at("prereduce") == 2) return p.row_length();
+  const std::int64_t d = p.row_length();
+  const int acc_parity = config.at("workspace") ? 0 : parity;
+  return (d % 2 == 0 && acc_parity == 0) ? d / 2 : d / 2 + 1;
+}
+
+void push_index_add_args(const ScatterAddProblem& p, const Config& config, void* dst, const void* index,
+                         const void* src, void* workspace, float alpha, KernelArgs& args) {
+  const int parity = static_cast<int>((reinterpret_cast<std::uintptr_t>(dst) / dtype_size(p.dtype())) & 1u);
+  args.push(dst);
+  args.push(index);
+  args.push(src);
+  args.push(config.at("workspace") ? workspace : nullptr);
+  args.push(static_cast<long long>(p.rows()));
+  args.push(static_cast<long long>(p.count()));
+  args.push(static_cast<long long>(p.row_length()));
+  args.push(static_cast<long long>(units_per_row(p, config, parity)));
+  args.push(parity);
+  args.push(alpha);
+}
+
+DotAlignment dot_alignment(const void* x, const void* y, std::size_t element_size, int max_vec,
+                           std::int64_t n) noexcept {
+  const auto ax = reinterpret_cast<std::uintptr_t>(x), ay = reinterpret_cast<std::uintptr_t>(y);
+  for (int vec = max_vec; vec > 1; vec /= 2) {
+    const std::uintptr_t bytes = static_cast<std::uintptr_t>(vec) * element_size;
+    if (ax % bytes != ay % bytes || ax % element_size != 0) continue;
+    const auto head = static_cast<std::int64_t>(((bytes - ax % bytes) % bytes) / element_size);
+    return {vec, std::min(head, n)};
+  }
+  return {1, 0};
+}
+
+void push_dot_args(const ScatterAddProblem& p, const DotAlignment& a, const void* x, const void* y, void* out,
+                   void* workspace, KernelArgs& args) {
+  args.push(x);
+  args.push(y);
+  args.push(static_cast<long long>(p.count()));
+  args.push(static_cast<long long>(a.head));
+  args.push(out);
+  args.push(workspace);
+}
+
+}  // namespace jitune::templates::scatter_add
