@@ -71,23 +71,37 @@ class CallArgs {
   std::size_t scalar_count_ = 0;
 };
 
-/// Reads a CallArgs back in order, for a family's problem_from_call; a read past the end is an internal error.
+/// Reads a CallArgs back in order, for a family's problem_from_call; reading past the end or a bad dtype code throws
+/// InvalidArgument (a generic call gets its values from the caller).
 class CallReader {
  public:
   explicit CallReader(const CallArgs& args) noexcept : values_(args.values()), text_(args.text()) {}
+  /// The next key value. A generic call (jitune::call, the C ABI's jitune_call) with too few values for its
+  /// family is the caller's mistake: InvalidArgument saying so.
   std::int64_t next() {
-    if (at_ == values_.size()) throw Error("jitune internal error: a call has fewer key values than its family reads");
+    if (at_ == values_.size())
+      throw InvalidArgument("jitune: a call passed " + std::to_string(values_.size()) +
+                            " key values, fewer than its family reads; docs/c-abi.md lists each family's values");
     return values_[at_++];
   }
   double next_double() { return std::bit_cast<double>(next()); }
-  DType next_dtype() { return static_cast<DType>(next()); }
+  /// A dtype code; InvalidArgument when it names no jitune::DType.
+  DType next_dtype() {
+    const std::int64_t code = next();
+    if (code < 0 || code > static_cast<std::int64_t>(DType::kInt64))
+      throw InvalidArgument("jitune: key value " + std::to_string(at_ - 1) + " is the dtype code " +
+                            std::to_string(code) + ", which names no dtype (0 float32 .. 8 int64)");
+    return static_cast<DType>(code);
+  }
   bool next_bool() { return next() != 0; }
   /// A list added with add_list.
   template <class T = std::int64_t>
   std::vector<T> next_list() {
     const std::int64_t n = next();
     if (n < 0 || static_cast<std::size_t>(n) > values_.size() - at_)
-      throw Error("jitune internal error: a call's list is longer than its key values");
+      throw InvalidArgument("jitune: key value " + std::to_string(at_ - 1) + " gives a list of " +
+                            std::to_string(n) + " values, but only " + std::to_string(values_.size() - at_) +
+                            " key values follow it");
     std::vector<T> out;
     for (std::int64_t i = 0; i < n; ++i) out.push_back(static_cast<T>(next()));
     return out;

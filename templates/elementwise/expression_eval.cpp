@@ -2,7 +2,7 @@
 // parser's syntax tree with C's rules for integer and floating operands and flattens it into a postfix
 // program run on a small fixed-size stack (no allocation per call; safe to call from several threads).
 //
-// Host semantics where C is undefined or the device differs (tested in tests/host/expression_test.cpp):
+// Host semantics where C is undefined or the device differs (tested in tests/host/expression_eval_test.cpp):
 //   - Integers are 64-bit and wrap on overflow. Division or remainder by zero gives 0, INT64_MIN / -1 wraps,
 //     a shift by a negative count gives 0 and by 64 or more gives 0 (-1 for '>>' of a negative value).
 //   - '%', '~', '&', '|', '^', '<<' and '>>' need integer operands. Types are known statically (inputs are

@@ -505,6 +505,20 @@ TEST_CASE("C++ exceptions become statuses with their messages") {
   CHECK(jitune_dot_signature(8, static_cast<jitune_dtype>(256), buf, sizeof buf, &required) ==
         JITUNE_ERROR_INVALID_ARGUMENT);  // not dtype 0 by truncation
   CHECK(last_error().find("'dtype'") != std::string::npos);
+  // The generic call's values come from the caller: too few of them, a dtype code outside the enum or a list
+  // longer than what follows it is the caller's error, not an internal one.
+  const std::int64_t reduce_short[] = {0, 0, 16};  // dtype, op, rows; cols missing
+  CHECK(jitune_call_signature("reduce_rows", reduce_short, 3, nullptr, buf, sizeof buf, &required) ==
+        JITUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(last_error().find("fewer than its family reads") != std::string::npos);
+  const std::int64_t reduce_bad_dtype[] = {256, 0, 16, 16};
+  CHECK(jitune_call_signature("reduce_rows", reduce_bad_dtype, 4, nullptr, buf, sizeof buf, &required) ==
+        JITUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(last_error().find("dtype code 256") != std::string::npos);
+  const std::int64_t permute_long_list[] = {0, 9, 4, 5};
+  CHECK(jitune_call_signature("permute", permute_long_list, 4, nullptr, buf, sizeof buf, &required) ==
+        JITUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(last_error().find("list of 9") != std::string::npos);
   jitune_upsample_nearest2d_shape up = upsample_shape({});
   up.layout = static_cast<jitune_image_layout>(-1);
   CHECK(jitune_upsample_nearest2d_signature(&up, 0, buf, sizeof buf, &required) ==

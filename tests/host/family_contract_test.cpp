@@ -34,7 +34,7 @@ TEST_CASE("buffer extents and alignment classes") {
   CHECK(alignment_class(address(0x1000), 4) == 4);  // the row pitch limits it as much as the pointer
 }
 
-TEST_CASE("call values read back in order; reading past them is an internal error") {
+TEST_CASE("call values read back in order; too few values or a bad dtype code is the caller's error") {
   CallArgs args;
   const std::int64_t shape[] = {2, 3, 4};
   args.add(5).add_double(0.25).add_list(shape).text("z = x").scalar(2.5);
@@ -44,7 +44,15 @@ TEST_CASE("call values read back in order; reading past them is an internal erro
   CHECK(in.next_list() == std::vector<std::int64_t>{2, 3, 4});
   CHECK(in.text() == "z = x");
   CHECK(args.scalars().size() == 1);
-  CHECK_THROWS_AS(in.next(), Error);
+  CHECK_THROWS_WITH_AS(in.next(), doctest::Contains("fewer than its family reads"), InvalidArgument);
+
+  CallArgs codes;
+  codes.add(8).add(9).add(-1).add(3);
+  CallReader dtypes(codes);
+  CHECK(dtypes.next_dtype() == DType::kInt64);
+  CHECK_THROWS_WITH_AS(dtypes.next_dtype(), doctest::Contains("dtype code 9"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(dtypes.next_dtype(), doctest::Contains("dtype code -1"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(dtypes.next_list(), doctest::Contains("list of 3"), InvalidArgument);
 }
 
 // The call path (what the public wrappers pack) and the signature path (tuning, explain) build the same problem.
