@@ -1,0 +1,122 @@
+"""jitune.torch without a GPU: the registered schemas, the fake implementations' shape, dtype and stride rules
+under FakeTensor (fake CUDA tensors need no device), the checks that run on metadata, and the clear error for
+host tensors."""
+import pytest
+
+torch = pytest.importorskip("torch")
+jt = pytest.importorskip("jitune.torch")
+import jitune  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+OPS = ("elementwise", "permute", "upsample_nearest2d", "upsample_nearest2d_backward", "index_add", "index_add_",
+       "scatter_add", "scatter_add_", "dot", "conv2d", "reduce_rows")
+
+
+def test_every_op_is_registered_with_fake_and_autograd_kernels():
+    for name in OPS:
+        op = getattr(torch.ops.jitune, name).default
+        qualified = op.name()
+        assert qualified == f"jitune::{name}"
+        for key in ("CUDA", "CPU", "Meta", "Autograd"):
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key), (qualified, key)
+    # Mutation is declared where it happens, and only there.
+    assert torch.ops.jitune.index_add_.default._schema.arguments[0].alias_info.is_write
+    assert torch.ops.jitune.index_add.default._schema.arguments[0].alias_info is None
+
+
+@pytest.fixture
+def fake():
+    with FakeTensorMode() as mode:
+        yield mode
+
+
+def cuda(*shape, dtype=torch.float32):
+    return torch.empty(*shape, dtype=dtype, device="cuda")
+
+
+def test_fake_shapes_follow_the_ops(fake):
+    x = cuda(2, 3, 5, 7, dtype=torch.float16)
+    assert jt.permute(x, (3, 1, 0, 2)).shape == (7, 3, 2, 5)
+    assert jt.elementwise("z = x * y + w", x, x, x).shape == x.shape
+    assert jt.elementwise("z = x * y", x, x).dtype == torch.float16
+    up = jt.upsample_nearest2d(x, scale_factor=2)
+    assert up.shape == (2, 3, 10, 14) and up.is_contiguous()
+    assert jt.upsample_nearest2d(x, size=(4, 9), mode="nearest-exact").shape == (2, 3, 4, 9)
+    assert jt.upsample_nearest2d(x, scale_factor=(1.5, 0.5)).shape == (2, 3, 7, 3)
+    assert jt.upsample_nearest2d_backward(up, (2, 3, 5, 7), (10, 14), 2.0, 2.0).shape == (2, 3, 5, 7)
+    w = cuda(4, 3, 3, 2, dtype=torch.float16)
+    assert jt.conv2d(x, w).shape == (2, 4, 3, 6)
+    for geometry in (dict(stride=2, padding=1, dilation=(1, 2)), dict(stride=(1, 3), padding=(0, 2))):
+        want = torch.nn.functional.conv2d(torch.empty(2, 3, 5, 7, device="meta"), torch.empty(4, 3, 3, 2, device="meta"),
+                                          **geometry).shape
+        assert jt.conv2d(x, w, cuda(4, dtype=torch.float16), **geometry).shape == want
+    assert jt.sum_rows(x).shape == (2, 3, 5) and jt.amax_rows(cuda(9)).shape == ()
+    assert jt.dot(cuda(8), cuda(8)).shape == ()
+    dst, src = cuda(10, 4), cuda(6, 4)
+    index = torch.empty(6, dtype=torch.int64, device="cuda")
+    assert jt.index_add(dst, index, src, alpha=2).shape == (10, 4)
+    assert jt.scatter_add(cuda(10), index, cuda(9)).shape == (10,)
+
+
+def test_fake_upsample_keeps_channels_last(fake):
+    x = cuda(2, 8, 5, 7).contiguous(memory_format=torch.channels_last)
+    y = jt.upsample_nearest2d(x, scale_factor=2)
+    assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
+    g = jt.upsample_nearest2d_backward(y, (2, 8, 5, 7), (10, 14), 2.0, 2.0)
+    assert g.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_meta_tensors_use_the_fake_rules():
+    x = torch.empty(4, 6, device="meta")
+    assert jt.permute(x, (1, 0)).shape == (6, 4)
+    assert jt.sum_rows(x).device.type == "meta"
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda x: jt.permute(x, (0, 0, 1, 2)), "not a permutation"),
+    (lambda x: jt.elementwise("z = x * y", x, x[:1]), "does not broadcast"),
+    (lambda x: jt.elementwise("z = x * y", x, x.to(torch.float32)), "convert one"),
+    (lambda x: jt.elementwise("z = x"), "no input tensors"),
+    (lambda x: jt.conv2d(x, cuda(4, 2, 3, 3, dtype=torch.float16)), "must be (K, C=3"),
+    (lambda x: jt.conv2d(x, cuda(4, 3, 9, 9, dtype=torch.float16)), "kernel is larger"),
+    (lambda x: jt.dot(x, x), "1-D"),
+    (lambda x: jt.reduce_rows(x, "mean"), "'sum' or 'max'"),
+    (lambda x: jt.amax_rows(cuda(3, 0)), "empty last dim"),
+    (lambda x: jt.index_add(cuda(4, 2), torch.empty(3, device="cuda"), cuda(3, 2)), "int32 or int64"),
+    (lambda x: jt.index_add(cuda(4, 2), torch.empty(3, dtype=torch.int32, device="cuda"), cuda(2, 2)),
+     "(len(index), *self.shape[1:])"),
+    (lambda x: jt.upsample_nearest2d(x, mode="bilinear", size=4), "'nearest' and 'nearest-exact'"),
+    (lambda x: jt.upsample_nearest2d(x), "exactly one of size and scale_factor"),
+    (lambda x: jt.sum_rows(torch.empty(3, 3, dtype=torch.int32, device="cuda")), "float32, float16 or bfloat16"),
+])
+def test_bad_calls_raise_invalid_argument_from_the_metadata(fake, call, words):
+    x = cuda(2, 3, 5, 7, dtype=torch.float16)
+    with pytest.raises(jitune.InvalidArgumentError) as err:
+        call(x)
+    assert words in str(err.value)
+    assert isinstance(err.value, ValueError)
+
+
+def test_host_tensors_get_a_clear_error():
+    x = torch.randn(4, 4)
+    with pytest.raises(jitune.InvalidArgumentError, match="host memory.*cuda"):
+        jt.permute(x, (1, 0))
+    with pytest.raises(jitune.InvalidArgumentError, match="host memory"):
+        jt.sum_rows(x.requires_grad_())
+
+
+def test_in_place_ops_refuse_gradients(fake):
+    dst = cuda(4, 2).requires_grad_()
+    index = torch.empty(3, dtype=torch.int64, device="cuda")
+    with pytest.raises(RuntimeError, match="no derivative"):
+        jt.index_add_(dst, index, cuda(3, 2))
+    with torch.no_grad():
+        assert jt.index_add_(dst, index, cuda(3, 2)) is dst
+
+
+def test_elementwise_has_no_derivative_and_says_so():
+    x = torch.empty(8, device="meta", requires_grad=True)
+    y = jt.elementwise("z = x * 2", x)
+    assert y.requires_grad
+    with pytest.raises(RuntimeError, match="has no derivative"):
+        y.sum().backward()
