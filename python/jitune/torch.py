@@ -86,8 +86,7 @@ def _contiguous(t: torch.Tensor) -> torch.Tensor:
 
 
 def _device(t: torch.Tensor) -> int:
-    index = t.device.index
-    return torch.cuda.current_device() if index is None else index
+    return t.get_device()  # the CUDA ordinal (cheaper than t.device.index: no torch.device object)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -186,9 +185,8 @@ def _first_three(args):
     return (args[0], args[1], args[2])
 
 
-def _pointer_array(count: int):
-    return ctypes.c_void_p * count
-
+_POINTER_ARRAYS = [ctypes.c_void_p * count for count in range(9)]
+_EXPRESSIONS = {}  # expression text -> its UTF-8 bytes
 
 # ---------------------------------------------------------------------------------------------------------------
 # elementwise(str expr, Tensor[] inputs) -> Tensor
@@ -216,8 +214,11 @@ def _elementwise_cuda(expr: str, inputs):
     if n == 0:
         return out
     dev = _device(first)
-    pointers = _pointer_array(len(inputs))(*[t.data_ptr() for t in inputs])
-    status = _C.jitune_elementwise(_runtime_for(dev), expr.encode(), pointers, len(inputs), out.data_ptr(), n,
+    pointers = _POINTER_ARRAYS[len(inputs)](*[t.data_ptr() for t in inputs])
+    text = _EXPRESSIONS.get(expr)
+    if text is None:
+        text = _EXPRESSIONS[expr] = expr.encode()
+    status = _C.jitune_elementwise(_runtime_for(dev), text, pointers, len(inputs), out.data_ptr(), n,
                                    _DTYPE[first.dtype], _raw_stream(dev))
     if status:
         _check(status)
