@@ -38,7 +38,8 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
-from ctypes import POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p
+from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_uint8, c_uint16, c_uint32, c_uint64,
+                    c_void_p)
 
 from . import _cuda
 from .errors import InvalidArgumentError
@@ -219,17 +220,18 @@ def host_error(name: str, where: str) -> InvalidArgumentError:
 
 def from_torch(x, name: str) -> Operand:
     """A torch.Tensor as an Operand (no copy)."""
-    device = x.device
-    if device.type != "cuda":
-        if device.type == "cpu":
+    if not x.is_cuda:  # (is_cuda and get_device() cost less than building x.device)
+        kind = x.device.type
+        if kind == "cpu":
             raise host_error(name, "CPU")
         raise InvalidArgumentError(
-            f"{name} is on device type {device.type}: jitune ops take CUDA device arrays; {HOST_MOVE_HINT}")
+            f"{name} is on device type {kind}: jitune ops take CUDA device arrays; {HOST_MOVE_HINT}")
     codes = _torch_codes if _torch_codes is not None else torch_dtype_codes()
     code = codes.get(x.dtype)
     if code is None:
         raise InvalidArgumentError(f"{name} has dtype {x.dtype}, which jitune does not take; it takes {_supported()}")
-    return Operand(x.data_ptr(), tuple(x.shape), tuple(x.stride()), code, device.index, "torch", x)
+    # torch.Size is a tuple.
+    return Operand(x.data_ptr(), x.shape, x.stride(), code, x.get_device(), "torch", x)
 
 
 # --- __cuda_array_interface__

@@ -88,7 +88,8 @@ class JituneError(RuntimeError):
 
 
 class InvalidArgumentError(JituneError, ValueError):
-    """A bad argument: shape, dtype, pointer, host array, layout, unknown family, ... (JITUNE_ERROR_INVALID_ARGUMENT)."""
+    """A bad argument: shape, dtype, pointer, host array, layout, unknown family, ... (JITUNE_ERROR_INVALID_ARGUMENT).
+    Also a ValueError, so code catching bad values catches it."""
 
     default_status = ERROR_INVALID_ARGUMENT
 

@@ -62,8 +62,8 @@ _CONTIGUOUS_HINT = "call .contiguous() (torch), cupy.ascontiguousarray or jnp.as
 def _contiguous(op, name: str) -> None:
     if not _arrays.is_contiguous(op.shape, op.strides):
         raise InvalidArgumentError(
-            f"{name} is not contiguous (shape {op.shape}, strides {op.strides} in elements): this op reads "
-            f"C-contiguous arrays; {_CONTIGUOUS_HINT}")
+            f"{name} is not contiguous (shape {tuple(op.shape)}, strides {tuple(op.strides)} in elements): this op "
+            f"reads C-contiguous arrays; {_CONTIGUOUS_HINT}")
 
 
 def _float_dtype(code: int, name: str) -> None:
@@ -97,8 +97,8 @@ def _out(op: Operand, shape, code: int, channels_last: bool = False) -> int:
                 "torch.empty(..., memory_format=torch.channels_last) or leave out=None")
     elif not _arrays.is_contiguous(op.shape, op.strides):
         raise InvalidArgumentError(
-            f"out is not contiguous (shape {op.shape}, strides {op.strides} in elements): jitune writes "
-            f"C-contiguous outputs; {_CONTIGUOUS_HINT}")
+            f"out is not contiguous (shape {tuple(op.shape)}, strides {tuple(op.strides)} in elements): jitune "
+            f"writes C-contiguous outputs; {_CONTIGUOUS_HINT}")
     return op.ptr
 
 

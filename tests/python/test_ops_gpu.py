@@ -116,7 +116,8 @@ def test_permute(torch, dtype, shape, perm):
     assert torch.equal(out, want)
 
 
-UPSAMPLE = [dict(scale_factor=2), dict(scale_factor=1.5), dict(size=(7, 30)), dict(scale_factor=2, mode="nearest-exact"),
+UPSAMPLE = [dict(scale_factor=2), dict(scale_factor=1.5), dict(size=(7, 30)),
+            dict(scale_factor=2, mode="nearest-exact"),
             dict(size=(5, 4), mode="nearest-exact")]
 
 
