@@ -248,6 +248,44 @@ def test_explicit_streams(torch):
         assert torch.equal(out, 2 * x)
 
 
+class CaiView:
+    """A tensor seen only through __cuda_array_interface__ v3, with the stream its data is being written on."""
+
+    def __init__(self, t, stream):
+        self.__cuda_array_interface__ = {"shape": tuple(t.shape), "typestr": "<f4", "data": (t.data_ptr(), False),
+                                         "strides": None, "version": 3, "stream": stream.cuda_stream}
+
+
+class DlpackView:
+    """A tensor seen only through DLPack (so jitune hands its stream to the producer)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, **kw):
+        return self.t.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+def test_producer_streams_are_waited_for(torch):
+    # The producer is still writing x (behind a sleep) when jitune's op is queued on another stream: without the
+    # wait the op would read zeros.
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    for make_view in (lambda t: CaiView(t, producer), DlpackView):
+        x = torch.zeros(1 << 20, device="cuda")
+        out = torch.full_like(x, float("nan"))
+        torch.cuda.synchronize()
+        with torch.cuda.stream(producer):
+            torch.cuda._sleep(100_000_000)
+            x.fill_(3.0)
+            view = make_view(x)  # DLPack: the producer's current stream is this one
+            jitune.elementwise("y = x + 1", view, out=out, stream=consumer)
+        consumer.synchronize()
+        assert bool((out == 4).all())
+
+
 # --- Errors
 
 
