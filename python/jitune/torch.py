@@ -81,6 +81,23 @@ def _need_same(op: str, name: str, t: torch.Tensor, ref_name: str, ref: torch.Te
         _fail(f"{op}: {name} is on {t.device} but {ref_name} is on {ref.device}; move them to one CUDA device")
 
 
+_is_compiling = torch.compiler.is_compiling
+
+
+def _direct(*tensors) -> bool:
+    """Whether a public wrapper may call the op's CUDA function itself, skipping the dispatcher (about 4 µs of
+    host time per call on the H100 machine): eager mode (not traced by torch.compile: checked first, so Dynamo
+    folds it), plain CUDA tensors, no gradient to record, no dispatch mode. Anything else takes torch.ops.jitune.*
+    and gets the same result."""
+    if _is_compiling() or _dispatch_modes():
+        return False
+    grad = _grad_enabled()
+    for t in tensors:
+        if type(t) is not _Plain or not t.is_cuda or (grad and t.requires_grad):
+            return False
+    return True
+
+
 def _contiguous(t: torch.Tensor) -> torch.Tensor:
     return t if t.is_contiguous() else t.contiguous()
 
@@ -106,6 +123,7 @@ def _make_function(name: str, op, derivative: Optional[_Derivative], unflatten):
         args = unflatten(flat)
         with torch._C._AutoDispatchBelowAutograd():
             out = op(*args)
+        ctx.n_inputs = len(flat)  # arguments left at their schema default are not passed
         if derivative is not None:
             derivative.save(ctx, args, out)
         return out
@@ -115,7 +133,7 @@ def _make_function(name: str, op, derivative: Optional[_Derivative], unflatten):
             raise RuntimeError(
                 f"jitune::{name} has no derivative: jitune does not differentiate its expressions. Compute the "
                 "gradient with PyTorch ops, or detach the inputs of this op.")
-        return derivative.grads(ctx, grad)
+        return tuple(derivative.grads(ctx, grad))[:ctx.n_inputs]
 
     return type(f"_{name}_function", (torch.autograd.Function,),
                 {"forward": staticmethod(forward), "backward": staticmethod(backward)})
@@ -138,7 +156,7 @@ def _autograd_kernel(op, cuda, function, tensors_of, flatten):
         if needs_grad and _grad_enabled():
             if function is None:
                 raise RuntimeError(
-                    f"jitune::{op.name()}: an input requires grad, but this in-place op has no derivative; use the "
+                    f"{op.name()}: an input requires grad, but this in-place op has no derivative; use the "
                     "out-of-place op, or run it under torch.no_grad()")
             return function.apply(*flatten(args))
         if plain:
@@ -205,11 +223,24 @@ def _elementwise_check(expr: str, inputs: Sequence[torch.Tensor]):
                   "jitune does not broadcast: expand and .contiguous() the smaller one")
 
 
-def _elementwise_cuda(expr: str, inputs):
-    _elementwise_check(expr, inputs)
+def _elementwise_regular(inputs) -> bool:
+    """One dtype among jitune's floats, one shape, one device, all contiguous: the common case, checked cheaply."""
     first = inputs[0]
-    inputs = [_contiguous(t) for t in inputs]
-    out = torch.empty(first.shape, dtype=first.dtype, device=first.device)
+    if first.dtype not in _FLOATS or len(inputs) > 8:
+        return False
+    dtype, shape, dev = first.dtype, first.shape, first.get_device()
+    for t in inputs:
+        if t.dtype is not dtype or t.get_device() != dev or not t.is_contiguous() or t.shape != shape:
+            return False
+    return True
+
+
+def _elementwise_cuda(expr: str, inputs):
+    if not inputs or not _elementwise_regular(inputs):
+        _elementwise_check(expr, inputs)
+        inputs = [_contiguous(t) for t in inputs]
+    first = inputs[0]
+    out = torch.empty_like(first)
     n = out.numel()
     if n == 0:
         return out
@@ -238,6 +269,8 @@ _elementwise = _register("elementwise", "(str expr, Tensor[] inputs) -> Tensor",
 def elementwise(expr: str, *inputs: torch.Tensor) -> torch.Tensor:
     """`expr` ("z = x * y + 1") over same-shaped float tensors given in the order their names first appear on
     the right-hand side; returns z. No broadcasting and no derivative."""
+    if _direct(*inputs):
+        return _elementwise_cuda(expr, inputs)
     return _elementwise(expr, list(inputs))
 
 
@@ -260,9 +293,9 @@ def _permute_cuda(x: torch.Tensor, perm):
     if args is None:
         _permute_check(x, perm)
         ndim = len(perm)
-        args = ([x.shape[p] for p in perm], (ctypes.c_int64 * ndim)(*x.shape), (ctypes.c_int32 * ndim)(*perm))
+        args = (tuple(x.shape[p] for p in perm), (ctypes.c_int64 * ndim)(*x.shape), (ctypes.c_int32 * ndim)(*perm))
         _permute_args[key] = args
-    out = torch.empty(args[0], dtype=x.dtype, device=x.device)
+    out = x.new_empty(args[0])
     if out.numel() == 0:
         return out
     x = _contiguous(x)
@@ -296,6 +329,8 @@ _permute = _register("permute", "(Tensor x, int[] perm) -> Tensor", _permute_cud
 
 def permute(x: torch.Tensor, perm: Sequence[int]) -> torch.Tensor:
     """``x.permute(perm).contiguous()`` in one kernel; any dtype. Its gradient is the inverse permute."""
+    if _direct(x):
+        return _permute_cuda(x, perm)
     return _permute(x, list(perm))
 
 
@@ -332,9 +367,13 @@ def _upsample_shape(batch, out_size, scale_h, scale_w, exact, layout, dtype):
     return shape
 
 
-def _image_like(batch, dtype, device, nhwc: bool):
-    return torch.empty(batch, dtype=dtype, device=device,
-                       memory_format=torch.channels_last if nhwc else torch.contiguous_format)
+def _image_like(like: torch.Tensor, batch, nhwc: bool):
+    """A new N x C x H x W tensor of like's dtype and device, channels_last when nhwc (new_empty and a permuted
+    view: cheaper per call than torch.empty with a memory_format)."""
+    if nhwc:
+        n, c, h, w = batch
+        return like.new_empty((n, h, w, c)).permute(0, 3, 1, 2)
+    return like.new_empty(tuple(batch))
 
 
 def _upsample_cuda(x, output_size, scale_h=None, scale_w=None, exact=False):
@@ -343,7 +382,7 @@ def _upsample_cuda(x, output_size, scale_h=None, scale_w=None, exact=False):
     if not nhwc:
         x = _contiguous(x)
     n, c = x.shape[0], x.shape[1]
-    out = _image_like((n, c, output_size[0], output_size[1]), x.dtype, x.device, nhwc)
+    out = _image_like(x, (n, c, output_size[0], output_size[1]), nhwc)
     if out.numel() == 0:
         return out
     shape = _upsample_shape(x.shape, output_size, scale_h, scale_w, exact, _NHWC if nhwc else _NCHW, x.dtype)
@@ -357,7 +396,7 @@ def _upsample_cuda(x, output_size, scale_h=None, scale_w=None, exact=False):
 
 def _upsample_fake(x, output_size, scale_h=None, scale_w=None, exact=False):
     _image_check("upsample_nearest2d", "x", x)
-    return _image_like((x.shape[0], x.shape[1], output_size[0], output_size[1]), x.dtype, x.device, _is_nhwc(x))
+    return _image_like(x, (x.shape[0], x.shape[1], output_size[0], output_size[1]), _is_nhwc(x))
 
 
 def _upsample_bwd_cuda(grad_output, input_size, output_size, scale_h=None, scale_w=None, exact=False):
@@ -365,7 +404,7 @@ def _upsample_bwd_cuda(grad_output, input_size, output_size, scale_h=None, scale
     nhwc = _is_nhwc(grad_output)
     if not nhwc:
         grad_output = _contiguous(grad_output)
-    grad_input = _image_like(tuple(input_size), grad_output.dtype, grad_output.device, nhwc)
+    grad_input = _image_like(grad_output, input_size, nhwc)
     if grad_input.numel() == 0:
         return grad_input
     if grad_output.numel() == 0:
@@ -382,7 +421,7 @@ def _upsample_bwd_cuda(grad_output, input_size, output_size, scale_h=None, scale
 
 def _upsample_bwd_fake(grad_output, input_size, output_size, scale_h=None, scale_w=None, exact=False):
     _image_check("upsample_nearest2d_backward", "grad_output", grad_output)
-    return _image_like(tuple(input_size), grad_output.dtype, grad_output.device, _is_nhwc(grad_output))
+    return _image_like(grad_output, input_size, _is_nhwc(grad_output))
 
 
 def _upsample_save(ctx, args, out):
@@ -420,16 +459,22 @@ def upsample_nearest2d(x: torch.Tensor, size=None, scale_factor=None, mode: str 
         _fail("upsample_nearest2d: give exactly one of size and scale_factor, as F.interpolate requires")
     if size is not None:
         out_h, out_w = _pair(size, "size")
-        return _upsample(x, [out_h, out_w], None, None, mode == "nearest-exact")
-    scale_h, scale_w = _pair(scale_factor, "scale_factor")
-    out_h = math.floor(x.shape[2] * float(scale_h))
-    out_w = math.floor(x.shape[3] * float(scale_w))
-    return _upsample(x, [out_h, out_w], float(scale_h), float(scale_w), mode == "nearest-exact")
+        scale_h = scale_w = None
+    else:
+        scale_h, scale_w = _pair(scale_factor, "scale_factor")
+        scale_h, scale_w = float(scale_h), float(scale_w)
+        out_h = math.floor(x.shape[2] * scale_h)
+        out_w = math.floor(x.shape[3] * scale_w)
+    if _direct(x):
+        return _upsample_cuda(x, (out_h, out_w), scale_h, scale_w, mode == "nearest-exact")
+    return _upsample(x, [out_h, out_w], scale_h, scale_w, mode == "nearest-exact")
 
 
 def upsample_nearest2d_backward(grad_output: torch.Tensor, input_size, output_size, scale_h=None, scale_w=None,
                                 exact: bool = False) -> torch.Tensor:
     """The gradient of :func:`upsample_nearest2d` for `grad_output` (written, not accumulated)."""
+    if _direct(grad_output):
+        return _upsample_bwd_cuda(grad_output, tuple(input_size), tuple(output_size), scale_h, scale_w, exact)
     return _upsample_backward(grad_output, list(input_size), list(output_size), scale_h, scale_w, exact)
 
 
@@ -535,7 +580,7 @@ def _scatter_add_fake(dst, index, src, alpha=1.0, check_indices=False):
 
 def _gather_save(ctx, args, out):
     ctx.save_for_backward(args[1])
-    ctx.alpha = args[3]
+    ctx.alpha = args[3] if len(args) > 3 else 1.0
     ctx.source_rows = args[2].shape[0]
 
 
@@ -567,6 +612,8 @@ def index_add(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, alp
     """``self.index_add(0, index, source, alpha=alpha)`` (out of place). Indices outside [0, self.shape[0]) are
     skipped on the device; check_indices=True checks them first (a stream synchronisation) and raises naming the
     first bad one. The gradient of source is a gather of the output's gradient."""
+    if _direct(self, index, source):
+        return _index_add_cuda(self, index, source, float(alpha), bool(check_indices))
     return _index_add(self, index, source, float(alpha), bool(check_indices))
 
 
@@ -574,7 +621,10 @@ def index_add_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, al
                check_indices: bool = False) -> torch.Tensor:
     """``self.index_add_(0, index, source, alpha=alpha)``: adds into contiguous `self` and returns it. Not
     differentiable (use :func:`index_add` in a graph that needs gradients)."""
-    _index_add_inplace(self, index, source, float(alpha), bool(check_indices))
+    if _direct(self, index, source):
+        _index_add_inplace_cuda(self, index, source, float(alpha), bool(check_indices))
+    else:
+        _index_add_inplace(self, index, source, float(alpha), bool(check_indices))
     return self
 
 
@@ -582,7 +632,10 @@ def scatter_add_(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, 
                  check_indices: bool = False) -> torch.Tensor:
     """1-D ``self.scatter_add_(0, index, source[:len(index)] * alpha)``: adds into contiguous `self` and returns
     it. Not differentiable."""
-    _scatter_add_inplace(self, index, source, float(alpha), bool(check_indices))
+    if _direct(self, index, source):
+        _scatter_add_inplace_cuda(self, index, source, float(alpha), bool(check_indices))
+    else:
+        _scatter_add_inplace(self, index, source, float(alpha), bool(check_indices))
     return self
 
 
@@ -590,6 +643,8 @@ def scatter_add(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, a
                 check_indices: bool = False) -> torch.Tensor:
     """1-D ``self.scatter_add(0, index, source[:len(index)] * alpha)`` (out of place), PyTorch's fast half
     atomic add; index rules as :func:`index_add`."""
+    if _direct(self, index, source):
+        return _scatter_add_cuda(self, index, source, float(alpha), bool(check_indices))
     return _scatter_add(self, index, source, float(alpha), bool(check_indices))
 
 
@@ -605,7 +660,7 @@ def _dot_check(x, y):
 
 def _dot_cuda(x, y):
     _dot_check(x, y)
-    out = torch.empty((), dtype=x.dtype, device=x.device)
+    out = x.new_empty(())
     x, y = _contiguous(x), _contiguous(y)
     dev = _device(x)
     status = _C.jitune_dot(_runtime_for(dev), x.data_ptr(), y.data_ptr(), x.shape[0], out.data_ptr(),
@@ -635,6 +690,8 @@ _dot = _register("dot", "(Tensor x, Tensor y) -> Tensor", _dot_cuda, _dot_fake, 
 
 def dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``torch.dot(x, y)``, accumulated in float32 and rounded once (a 0-dim tensor of x's dtype)."""
+    if _direct(x, y):
+        return _dot_cuda(x, y)
     return _dot(x, y)
 
 
@@ -682,8 +739,7 @@ def _conv_params_for(x, w, stride, padding, dilation):
 
 
 def _conv_cuda(x, w, bias, stride, padding, dilation):
-    out_shape = _conv_check(x, w, bias, stride, padding, dilation)
-    out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
+    out = x.new_empty(_conv_check(x, w, bias, stride, padding, dilation))
     if out.numel() == 0:
         return out
     x, w = _contiguous(x), _contiguous(w)
@@ -738,7 +794,10 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
            dilation=1) -> torch.Tensor:
     """``F.conv2d(x, weight, bias, stride, padding, dilation)`` with groups=1 (float32, float16, bfloat16). The
     input and weight gradients run PyTorch's (cuDNN's) backward convolutions, not jitune kernels."""
-    return _conv2d(x, weight, bias, _two(stride), _two(padding), _two(dilation))
+    geometry = (_two(stride), _two(padding), _two(dilation))
+    if _direct(x, weight) and (bias is None or _direct(bias)):
+        return _conv_cuda(x, weight, bias, *geometry)
+    return _conv2d(x, weight, bias, *geometry)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -759,7 +818,7 @@ def _reduce_check(x, op):
 
 def _reduce_cuda(x, op):
     _reduce_check(x, op)
-    out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)
+    out = x.new_empty(x.shape[:-1])
     cols = x.shape[-1]
     rows = out.numel()
     if rows == 0:
@@ -800,14 +859,20 @@ _reduce_rows = _register("reduce_rows", "(Tensor x, str op) -> Tensor", _reduce_
 
 def reduce_rows(x: torch.Tensor, op: str = "sum") -> torch.Tensor:
     """``torch.sum(x, -1)`` (op "sum") or ``torch.amax(x, -1)`` (op "max"), accumulated in float32."""
+    if _direct(x):
+        return _reduce_cuda(x, op)
     return _reduce_rows(x, op)
 
 
 def sum_rows(x: torch.Tensor) -> torch.Tensor:
     """``torch.sum(x, -1)``, accumulated in float32 and rounded once to x's dtype."""
+    if _direct(x):
+        return _reduce_cuda(x, "sum")
     return _reduce_rows(x, "sum")
 
 
 def amax_rows(x: torch.Tensor) -> torch.Tensor:
     """``torch.amax(x, -1)``; NaN where a row holds a NaN."""
+    if _direct(x):
+        return _reduce_cuda(x, "max")
     return _reduce_rows(x, "max")
