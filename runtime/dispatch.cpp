@@ -111,7 +111,7 @@ class StreamWorkspace {
 
 }  // namespace
 
-CallSite& CallSites::site(Runtime::Impl& impl, const Family& family, const CallArgs& args) {
+CallSite& CallSites::site(Runtime::Impl& impl, const Family& family, const CallArgs& args, CUstream stream) {
   const CallKey key(family, args);
   {
     std::shared_lock lock(mutex_);
@@ -130,7 +130,10 @@ CallSite& CallSites::site(Runtime::Impl& impl, const Family& family, const CallA
   }
   if (site->specs.size() > kMaxBuffers)
     throw Error("jitune internal error: " + site->op + " declares more than 16 buffers");
-  if (site->shortcut.kind == Shortcut::Kind::kNone) site->decision = &impl.decide(family, *site->problem);
+  if (site->shortcut.kind == Shortcut::Kind::kNone) {
+    driver::make_current(impl.context);
+    site->decision = &impl.decide(family, *site->problem, stream_capturing(stream));
+  }
   std::unique_lock lock(mutex_);
   return *sites_.try_emplace(std::string(key.view()), std::move(site)).first->second;
 }
@@ -177,7 +180,7 @@ void check_buffers(const Runtime::Impl& impl, const CallSite& site, std::span<co
 }
 
 // The loaded kernel of the variant these bindings select, loading it on the site's first call with that variant.
-const Kernel& site_kernel(Runtime::Impl& impl, CallSite& site, const Bindings& bindings) {
+const Kernel& site_kernel(Runtime::Impl& impl, CallSite& site, const Bindings& bindings, CUstream stream) {
   const Family& family = *site.family;
   const Config& tuned = site.decision->config;
   const int slot = family.variant(*site.problem, tuned, bindings);
@@ -186,7 +189,9 @@ const Kernel& site_kernel(Runtime::Impl& impl, CallSite& site, const Bindings& b
   if (const std::string why = family.validate(*site.problem, tuned, impl.device); !why.empty())
     throw InvalidArgument(site.op + " " + site.problem->signature() + ": no kernel configuration fits this call on " +
                           impl.device.name + " (config " + tuned.text() + ": " + why + ")");
-  const Kernel* kernel = &impl.kernel(family, *site.problem, family.variant_config(*site.problem, tuned, slot, impl.device));
+  driver::make_current(impl.context);
+  const Kernel* kernel = &impl.kernel(family, *site.problem, family.variant_config(*site.problem, tuned, slot, impl.device),
+                                      stream_capturing(stream));
   site.kernels[slot].store(kernel, std::memory_order_release);
   return *kernel;
 }
@@ -205,7 +210,8 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
           Stream stream, const CallOptions& options) {
   Runtime::Impl& impl = internal::impl(runtime);
   const Family& family = jitune::family(family_name);
-  CallSite& site = impl.call_sites->site(impl, family, args);
+  const auto cu_stream = reinterpret_cast<CUstream>(stream);
+  CallSite& site = impl.call_sites->site(impl, family, args, cu_stream);
   const std::size_t n = site.specs.size();
   if (buffers.size() != n) {
     std::string names;
@@ -220,11 +226,14 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
     check_buffers(impl, site, buffers);
     site.checked_pointers.store(pointer_hash, std::memory_order_relaxed);
   }
-  const auto cu_stream = reinterpret_cast<CUstream>(stream);
   if (options.check_indices)
     for (std::size_t i = 0; i < n; ++i)
       if (site.specs[i].index_bound >= 0 && site.extent[i] != 0) {
         driver::make_current(impl.context);
+        if (stream_capturing(cu_stream))
+          throw InvalidArgument(site.op + ": check_indices reads the indices back to the host, which synchronizes "
+                                "the stream, and a CUDA graph capture forbids that; check the indices before "
+                                "capturing and turn check_indices off inside the capture (nothing was enqueued)");
         check_indices_on_host(site.op, site.specs[i], buffers[i], cu_stream);
       }
   const Shortcut& shortcut = site.shortcut;
@@ -251,7 +260,7 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
   for (std::size_t i = 0; i < n; ++i)
     alignment[i] = buffers[i] ? alignment_class(buffers[i], site.stride_alignment[i]) : 0;
   Bindings bindings{buffers, std::span<const std::uint8_t>(alignment, n), nullptr, args.scalars()};
-  const Kernel& kernel = site_kernel(impl, site, bindings);
+  const Kernel& kernel = site_kernel(impl, site, bindings, cu_stream);
   if (kernel.prep.zero_buffers) zero_outputs(impl, site, kernel, buffers, cu_stream);
   if (kernel.prep.workspace_bytes > 0) {
     driver::make_current(impl.context);

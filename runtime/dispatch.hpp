@@ -42,8 +42,8 @@ struct StringHash {
 class CallSites {
  public:
   /// The site of this call; on a miss the family builds the problem (validating the call once) and the
-  /// dispatcher decides its config.
-  CallSite& site(Runtime::Impl& impl, const Family& family, const CallArgs& args);
+  /// dispatcher decides its config (never tuning while `stream` is being captured into a CUDA graph).
+  CallSite& site(Runtime::Impl& impl, const Family& family, const CallArgs& args, CUstream stream);
   /// Forgets every site (reload()); sites in use stay valid.
   void clear();
 

@@ -22,12 +22,15 @@ CachedBinary Runtime::Impl::binary(const Family& family, const Problem& problem,
   return b;
 }
 
-const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem, const Config& config) {
+const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem, const Config& config,
+                                    bool in_capture) {
   const std::string map_key = std::string(family.name()) + '\n' + problem.signature() + '\n' + config.text();
   {
     std::shared_lock lock(mutex_);
     if (auto it = kernels_.find(map_key); it != kernels_.end()) return *it->second;
   }
+  if (in_capture)
+    refuse_in_capture(std::string(family.name()), problem.signature(), "compile and load kernel config " + config.text());
   CachedBinary b = binary(family, problem, config);
   driver::make_current(context);
   auto module = std::make_unique<driver::Module>(b.cubin.data());
@@ -41,6 +44,20 @@ const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem
   auto [it, inserted] = kernels_.try_emplace(map_key, std::move(k));
   if (inserted) modules_.emplace(map_key, std::move(module));
   return *it->second;
+}
+
+bool stream_capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = driver::api().cuStreamIsCapturing(stream, &status);
+  if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return true;  // the legacy stream while another stream captures
+  driver::check(r, "cuStreamIsCapturing");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;  // an invalidated capture is still one: leave it alone
+}
+
+void refuse_in_capture(const std::string& op, const std::string& signature, const std::string& what) {
+  throw InvalidArgument(op + " " + signature + " was called inside a CUDA graph capture before it was warmed up: it " +
+                        "would " + what + ", which a capture forbids. Run the op once with the same shapes, dtypes " +
+                        "and options before capturing (nothing was enqueued; the capture is still valid)");
 }
 
 void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& device) {

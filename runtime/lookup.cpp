@@ -164,7 +164,7 @@ Decision Runtime::Impl::lookup(const Family& family, const Problem& problem) con
   return lookup_decision(family, problem, device, compiler.nvrtc_version(), stores);
 }
 
-const Decision& Runtime::Impl::decide(const Family& family, const Problem& problem) {
+const Decision& Runtime::Impl::decide(const Family& family, const Problem& problem, bool in_capture) {
   const std::string map_key = std::string(family.name()) + '\n' + problem.signature();
   {
     std::shared_lock lock(mutex_);
@@ -172,6 +172,7 @@ const Decision& Runtime::Impl::decide(const Family& family, const Problem& probl
   }
   auto decision = std::make_unique<Decision>(lookup(family, problem));
   if (decision->explanation.level != MatchLevel::kExact && options.tuning) {
+    if (in_capture) refuse_in_capture(std::string(family.name()), problem.signature(), "tune on first use");
     std::lock_guard tune_lock(tune_mutex_);
     try {
       if (std::optional<Explanation> tuned = options.tuning->tune(self, family, problem))

@@ -65,14 +65,17 @@ struct Runtime::Impl {
   std::vector<std::unique_ptr<cache::Store>> shipped_stores;
   std::vector<std::string> store_notes;       ///< Why a cache is unused or read-only.
 
-  /// The configuration for (family, problem): remembered after the first call. May run the tuning policy.
-  const Decision& decide(const Family& family, const Problem& problem);
+  /// The configuration for (family, problem): remembered after the first call. May run the tuning policy, except
+  /// `in_capture` (the caller's stream is being captured into a CUDA graph): then a decision that would tune throws
+  /// InvalidArgument (refuse_in_capture) instead.
+  const Decision& decide(const Family& family, const Problem& problem, bool in_capture = false);
   /// Makes a tuning policy's result the decision, once its config is readable and legal here (else a note).
   void adopt_tuned(const Family& family, const Problem& problem, Explanation tuned, Decision& decision) const;
   /// The store search behind decide(), uncached and without tuning.
   Decision lookup(const Family& family, const Problem& problem) const;
-  /// Loads (compiling if needed) the instantiation; remembered. Throws CompileError on NVRTC failure.
-  const Kernel& kernel(const Family& family, const Problem& problem, const Config& config);
+  /// Loads (compiling if needed) the instantiation; remembered. Throws CompileError on NVRTC failure, and
+  /// InvalidArgument (refuse_in_capture) when it is not loaded yet and `in_capture`.
+  const Kernel& kernel(const Family& family, const Problem& problem, const Config& config, bool in_capture = false);
   /// Compiled image for one instantiation: binary cache, else NVRTC (and stored in the binary cache).
   CachedBinary binary(const Family& family, const Problem& problem, const Config& config);
   /// Launches on `stream` with the primary context current.
@@ -104,6 +107,14 @@ struct Access {
 };
 inline Runtime::Impl& impl(Runtime& runtime) noexcept { return Access::impl(runtime); }
 }  // namespace internal
+
+/// True when work on `stream` is being captured into a CUDA graph, or when `stream` is the legacy default stream
+/// and another stream's capture forbids using it. The context must be current; the capture is left untouched.
+bool stream_capturing(CUstream stream);
+
+/// Throws InvalidArgument: `op` on `signature` would `what` (compile, load, tune, synchronize) inside a CUDA graph
+/// capture, which would invalidate it; run the op once before capturing. Nothing was enqueued.
+[[noreturn]] void refuse_in_capture(const std::string& op, const std::string& signature, const std::string& what);
 
 /// Launches `function` as `shape` says on `stream` (the caller makes the context current): cuLaunchKernel, or
 /// cuLaunchKernelEx with programmatic stream serialization when shape.programmatic.

@@ -17,6 +17,7 @@
 
 #include <jitune/ops.hpp>
 
+#include "c_runtime.hpp"
 #include "gpu_util.hpp"
 #include "templates/family.hpp"
 
@@ -30,33 +31,6 @@ using nlohmann::json;
     const jitune_status status_ = (call);                                                                    \
     CHECK_MESSAGE(status_ == JITUNE_OK, #call, ": ", jitune_status_name(status_), " ", jitune_last_error()); \
   } while (0)
-
-// A runtime made through the C ABI, every cache inside `dir` (or `user_cache`).
-class CRuntime {
- public:
-  explicit CRuntime(const TempDir& dir, const std::string& user_cache = {}, bool tune_on_first_use = false) {
-    const std::string cache = user_cache.empty() ? (dir.path / "tuning.sqlite").string() : user_cache;
-    const std::string kernels = (dir.path / "kernels").string();
-    jitune_runtime_options o{};
-    o.struct_size = sizeof o;
-    o.user_cache = cache.c_str();
-    o.binary_cache_dir = kernels.c_str();
-    o.disable_builtin_shipped_caches = 1;
-    o.quiet = 1;
-    o.tune_on_first_use = tune_on_first_use ? 1 : 0;
-    o.tune_budget = 3;
-    o.tune_min_time_ms = 0.2;
-    const jitune_status status = jitune_runtime_create(&o, &rt_);
-    REQUIRE_MESSAGE(status == JITUNE_OK, jitune_status_name(status), " ", jitune_last_error());
-  }
-  ~CRuntime() { jitune_runtime_destroy(rt_); }
-  CRuntime(const CRuntime&) = delete;
-  CRuntime& operator=(const CRuntime&) = delete;
-  jitune_runtime* get() const { return rt_; }
-
- private:
-  jitune_runtime* rt_ = nullptr;
-};
 
 // A text through the caller-buffer protocol: a size query, then a buffer of that size.
 std::string text_of(const std::function<jitune_status(char*, size_t, size_t*)>& write) {

@@ -1,0 +1,239 @@
+// CUDA graph capture: a warm op (its kernel decided and loaded) is captured in a global-mode capture, even with
+// pointers it has not seen, and the graph replays it on fresh inputs; an op that would compile, load, tune on
+// first use or read indices back to the host inside a capture is refused with an error that says to warm up
+// first, and the capture stays valid (it ends, instantiates and replays what was captured before the refusal).
+// Through the C++ ops and through the C ABI.
+#include <doctest/doctest.h>
+
+#include <dlfcn.h>
+
+#include <jitune/jitune.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include <jitune/ops.hpp>
+
+#include "c_runtime.hpp"
+#include "gpu_util.hpp"
+
+namespace jitune::test {
+namespace {
+
+#define JITUNE_TEST_STR2(x) #x
+#define JITUNE_TEST_STR(x) JITUNE_TEST_STR2(x)  // expands cuda.h's versioning macros first
+
+// The graph entry points, which the runtime itself never calls (it only asks whether a stream is capturing).
+struct GraphApi {
+  decltype(&::cuStreamBeginCapture) begin = nullptr;
+  decltype(&::cuStreamEndCapture) end = nullptr;
+  decltype(&::cuGraphInstantiateWithFlags) instantiate = nullptr;
+  decltype(&::cuGraphLaunch) launch = nullptr;
+  decltype(&::cuGraphExecDestroy) exec_destroy = nullptr;
+  decltype(&::cuGraphDestroy) destroy = nullptr;
+
+  GraphApi() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(lib != nullptr);
+    begin = reinterpret_cast<decltype(begin)>(dlsym(lib, JITUNE_TEST_STR(cuStreamBeginCapture)));
+    end = reinterpret_cast<decltype(end)>(dlsym(lib, JITUNE_TEST_STR(cuStreamEndCapture)));
+    instantiate = reinterpret_cast<decltype(instantiate)>(dlsym(lib, JITUNE_TEST_STR(cuGraphInstantiateWithFlags)));
+    launch = reinterpret_cast<decltype(launch)>(dlsym(lib, JITUNE_TEST_STR(cuGraphLaunch)));
+    exec_destroy = reinterpret_cast<decltype(exec_destroy)>(dlsym(lib, JITUNE_TEST_STR(cuGraphExecDestroy)));
+    destroy = reinterpret_cast<decltype(destroy)>(dlsym(lib, JITUNE_TEST_STR(cuGraphDestroy)));
+    REQUIRE((begin && end && instantiate && launch && exec_destroy && destroy));
+  }
+};
+
+const GraphApi& graph_api() {
+  static const GraphApi api;
+  return api;
+}
+
+// One global-mode capture on `stream`: begun on construction; finish() ends it and must get a valid graph.
+class Capture {
+ public:
+  explicit Capture(CUstream stream) : stream_(stream) {
+    REQUIRE(graph_api().begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  }
+  ~Capture() {
+    if (exec_) graph_api().exec_destroy(exec_);
+    if (graph_) graph_api().destroy(graph_);
+  }
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+
+  // Ends the capture; CUDA_ERROR_STREAM_CAPTURE_INVALIDATED here would mean jitune broke it.
+  void finish() {
+    const CUresult r = graph_api().end(stream_, &graph_);
+    REQUIRE_MESSAGE(r == CUDA_SUCCESS, "the capture was invalidated: ", driver::error_text(r));
+    REQUIRE(graph_api().instantiate(&exec_, graph_, 0) == CUDA_SUCCESS);
+  }
+  void replay() const {
+    REQUIRE(graph_api().launch(exec_, stream_) == CUDA_SUCCESS);
+    JITUNE_CU_CHECK(cuStreamSynchronize(stream_));
+  }
+
+ private:
+  CUstream stream_;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
+// n float32 inputs x, y and the expected x * y + 3.
+struct MulAdd {
+  std::int64_t n;
+  Buffer x, y;
+  explicit MulAdd(std::int64_t count) : n(count), x(count * 4), y(count * 4) {}
+  std::vector<float> fill(std::uint64_t seed) const {
+    const auto hx = random_values(DType::kFloat32, static_cast<std::size_t>(n), seed);
+    const auto hy = random_values(DType::kFloat32, static_cast<std::size_t>(n), seed + 1);
+    x.upload(hx, 0);
+    y.upload(hy, 0);
+    std::vector<float> want(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      float a, b;
+      std::memcpy(&a, hx.data() + i * 4, 4);
+      std::memcpy(&b, hy.data() + i * 4, 4);
+      want[i] = a * b + 3.0f;
+    }
+    return want;
+  }
+  void check(const Buffer& out, const std::vector<float>& want, const char* what) const {
+    const auto got = out.download(static_cast<std::size_t>(n) * 4, 0);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      float v;
+      std::memcpy(&v, got.data() + i * 4, 4);
+      bad += std::abs(v - want[i]) > 1e-5f * (1.0f + std::abs(want[i]));
+    }
+    CHECK_MESSAGE(bad == 0, what, ": ", bad, " of ", n, " outputs wrong");
+  }
+};
+
+TEST_CASE("a warm op is captured and replays on fresh inputs; a cold one is refused and the capture survives") {
+  TempDir dir;
+  Runtime rt(isolated_options(dir));
+  driver::StreamHandle stream;
+  MulAdd w(4099);
+  Buffer warm_out(4099 * 4), out(4099 * 4);
+  w.fill(1);
+  elementwise(rt, "z = x * y + 3", {w.x.at(0), w.y.at(0)}, warm_out.at(0), w.n, DType::kFloat32, stream.get());
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+
+  MulAdd cold(12347);  // allocated before the capture: cuMemAlloc is not allowed inside one
+  Buffer cold_out(12347 * 4);
+
+  Capture capture(stream.get());
+  // A warm op on an output it never saw: the pointer check runs inside the capture and must not break it.
+  elementwise(rt, "z = x * y + 3", {w.x.at(0), w.y.at(0)}, out.at(0), w.n, DType::kFloat32, stream.get());
+  try {
+    elementwise(rt, "z = x * y - 7", {cold.x.at(0), cold.y.at(0)}, cold_out.at(0), cold.n, DType::kFloat32,
+                stream.get());
+    FAIL("a cold op inside a capture was not refused");
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    CHECK_MESSAGE(what.find("CUDA graph capture") != std::string::npos, what);
+    CHECK_MESSAGE(what.find("warmed up") != std::string::npos, what);
+    CHECK_MESSAGE(what.find("compile and load") != std::string::npos, what);
+  }
+  capture.finish();
+  for (std::uint64_t round = 0; round < 3; ++round) {
+    out.poison();
+    const auto want = w.fill(100 + round * 2);
+    capture.replay();
+    w.check(out, want, "graph replay");
+  }
+  // After the capture the refused op runs normally (its call site kept no broken state).
+  const auto want_cold = cold.fill(7);
+  elementwise(rt, "z = x * y - 7", {cold.x.at(0), cold.y.at(0)}, cold_out.at(0), cold.n, DType::kFloat32,
+              stream.get());
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+  std::vector<float> minus7(want_cold.size());
+  for (std::size_t i = 0; i < minus7.size(); ++i) minus7[i] = want_cold[i] - 10.0f;
+  cold.check(cold_out, minus7, "the refused op, run after the capture");
+}
+
+TEST_CASE("check_indices inside a capture is refused; a warm index_add without it is captured") {
+  TempDir dir;
+  Runtime rt(isolated_options(dir));
+  driver::StreamHandle stream;
+  const std::int64_t dst_rows = 50, rows = 17, len = 33;
+  Buffer dst(dst_rows * len * 4), src(rows * len * 4), index(rows * 4);
+  std::vector<std::byte> hidx(rows * 4);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int32_t v = static_cast<std::int32_t>((i * 7) % dst_rows);
+    std::memcpy(hidx.data() + i * 4, &v, 4);
+  }
+  index.upload(hidx, 0);
+  const auto hsrc = random_values(DType::kFloat32, rows * len, 3);
+  src.upload(hsrc, 0);
+  auto run = [&](bool check) {
+    ScatterAddOptions options;
+    options.check_indices = check;
+    index_add(rt, dst.at(0), dst_rows, index.at(0), rows, DType::kInt32, src.at(0), rows, len, DType::kFloat32,
+              stream.get(), options);
+  };
+  JITUNE_CU_CHECK(cuMemsetD8(dst.mem.get(), 0, dst.bytes));
+  run(true);  // warm-up, with the check
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+
+  Capture capture(stream.get());
+  CHECK_THROWS_WITH_AS(run(true), doctest::Contains("check_indices"), InvalidArgument);
+  run(false);
+  capture.finish();
+  JITUNE_CU_CHECK(cuMemsetD8(dst.mem.get(), 0, dst.bytes));
+  capture.replay();
+  capture.replay();  // index_add accumulates: two replays add each source row twice
+  const auto got = dst.download(dst_rows * len * 4, 0);
+  std::vector<double> want(dst_rows * len, 0.0);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < len; ++j) {
+      float v;
+      std::memcpy(&v, hsrc.data() + (i * len + j) * 4, 4);
+      want[((i * 7) % dst_rows) * len + j] += 2.0 * v;
+    }
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    float v;
+    std::memcpy(&v, got.data() + i * 4, 4);
+    bad += std::abs(v - want[i]) > 1e-5 * (1 + std::abs(want[i]));
+  }
+  CHECK_MESSAGE(bad == 0, bad, " destination elements wrong after two replays");
+}
+
+TEST_CASE("through the C ABI: tuning on first use inside a capture is refused, a warm op is captured") {
+  TempDir dir;
+  // Declared first, so freed last: the runtime holds the primary context the stream and buffers below live in.
+  const CRuntime owner(dir, {}, true);  // tunes on first use (3 candidates)
+  jitune_runtime* crt = owner.get();
+  driver::StreamHandle stream;
+  MulAdd w(3001);
+  Buffer out(3001 * 4);
+  const void* inputs[] = {w.x.at(0), w.y.at(0)};
+  w.fill(5);
+  REQUIRE_MESSAGE(jitune_elementwise(crt, "z = x * y + 3", inputs, 2, out.at(0), w.n, JITUNE_FLOAT32,
+                                     stream.get()) == JITUNE_OK,
+                  jitune_last_error());  // warm-up: tunes and loads
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+  {
+    Capture capture(stream.get());
+    REQUIRE(jitune_elementwise(crt, "z = x * y + 3", inputs, 2, out.at(0), w.n, JITUNE_FLOAT32, stream.get()) ==
+            JITUNE_OK);
+    const jitune_status cold =
+        jitune_elementwise(crt, "z = x * y * 2", inputs, 2, out.at(0), w.n, JITUNE_FLOAT32, stream.get());
+    CHECK(cold == JITUNE_ERROR_INVALID_ARGUMENT);
+    const std::string message = jitune_last_error();
+    CHECK_MESSAGE(message.find("tune on first use") != std::string::npos, message);
+    CHECK_MESSAGE(message.find("warmed up") != std::string::npos, message);
+    capture.finish();
+    out.poison();
+    const auto want = w.fill(9);
+    capture.replay();
+    w.check(out, want, "C ABI graph replay");
+  }
+}
+
+}  // namespace
+}  // namespace jitune::test
