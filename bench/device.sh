@@ -2,7 +2,9 @@
 # Runs on the GPU machine (through the device tool) from the repository root, with the build folder carried:
 # GPU tests, tuning time of one problem, the default suite, the benchmark against PyTorch / cuDNN, and the first
 # call of a new process. Everything it prints is also kept under $OUT (or ./device-out).
-#   usage: [BUILD=build] bench/device.sh [tests|bench|all] [family ...]   (default: all, every family)
+# With "python" (or all): the Python package's tests (the wheel installed into build-py/site, carried), its bench
+# beside PyTorch, and the join with the C++ bench of the same run (needs bench's jitune.json and torch.json).
+#   usage: [BUILD=build] bench/device.sh [tests|bench|python|all] [family ...]   (default: all, every family)
 set -uo pipefail
 what=${1:-all}
 shift || true
@@ -36,5 +38,16 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   if [ ${#families[@]} -eq 0 ] || [[ " ${families[*]} " == *" elementwise "* ]]; then
     "$build/jitune_bench" --first-call | tee "$out/first_call.json"
   fi
+fi
+if [ "$what" = python ] || [ "$what" = all ]; then
+  export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}
+  python3 -m pytest -q -rs -p no:cacheprovider tests/python 2>&1 | tee "$out/pytest.log" | tail -30
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  python3 bench/python/bench_ops.py --json "$out/python.json" "${peer_args[@]}" || status=1
+  if [ -f "$out/jitune.json" ] && [ -f "$out/torch.json" ]; then
+    python3 bench/python/compare_paths.py "$out/jitune.json" "$out/python.json" "$out/torch.json" \
+      --markdown "$out/paths.md" | tail -60
+  fi
+  python3 examples/pytorch/add2.py 2>&1 | tee "$out/add2.txt"
 fi
 exit $status

@@ -47,6 +47,7 @@ __all__ = [
 _C = _lib.lib
 _check = _lib.check
 _runtime_for = _runtime.runtime_for
+_handles = _runtime._handles  # device -> runtime handle; runtime_for creates a missing one
 _raw_stream = torch._C._cuda_getCurrentRawStream
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _grad_enabled = torch.is_grad_enabled
@@ -77,7 +78,7 @@ def _need_float(op: str, name: str, t: torch.Tensor):
 def _need_same(op: str, name: str, t: torch.Tensor, ref_name: str, ref: torch.Tensor):
     if t.dtype != ref.dtype:
         _fail(f"{op}: {name} is {t.dtype} but {ref_name} is {ref.dtype}; convert one with .to(dtype)")
-    if t.device != ref.device:
+    if t.get_device() != ref.get_device():  # ordinals: cheaper than comparing torch.device objects
         _fail(f"{op}: {name} is on {t.device} but {ref_name} is on {ref.device}; move them to one CUDA device")
 
 
@@ -96,6 +97,12 @@ def _direct(*tensors) -> bool:
         if type(t) is not _Plain or not t.is_cuda or (grad and t.requires_grad):
             return False
     return True
+
+
+def _empty(like: torch.Tensor, shape) -> torch.Tensor:
+    """A new tensor of like's dtype and device and `shape` (a sequence of ints). The sizes go one by one: parsing a
+    torch.Size or tuple argument costs about 1 µs more per call."""
+    return like.new_empty(*shape) if shape else like.new_empty(())
 
 
 def _contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -249,7 +256,7 @@ def _elementwise_cuda(expr: str, inputs):
     text = _EXPRESSIONS.get(expr)
     if text is None:
         text = _EXPRESSIONS[expr] = expr.encode()
-    status = _C.jitune_elementwise(_runtime_for(dev), text, pointers, len(inputs), out.data_ptr(), n,
+    status = _C.jitune_elementwise((_handles.get(dev) or _runtime_for(dev)), text, pointers, len(inputs), out.data_ptr(), n,
                                    _DTYPE[first.dtype], _raw_stream(dev))
     if status:
         _check(status)
@@ -295,12 +302,12 @@ def _permute_cuda(x: torch.Tensor, perm):
         ndim = len(perm)
         args = (tuple(x.shape[p] for p in perm), (ctypes.c_int64 * ndim)(*x.shape), (ctypes.c_int32 * ndim)(*perm))
         _permute_args[key] = args
-    out = x.new_empty(args[0])
+    out = _empty(x, args[0])
     if out.numel() == 0:
         return out
     x = _contiguous(x)
     dev = _device(x)
-    status = _C.jitune_permute(_runtime_for(dev), x.data_ptr(), out.data_ptr(), args[1], args[2], len(perm),
+    status = _C.jitune_permute((_handles.get(dev) or _runtime_for(dev)), x.data_ptr(), out.data_ptr(), args[1], args[2], len(perm),
                                _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
@@ -372,8 +379,8 @@ def _image_like(like: torch.Tensor, batch, nhwc: bool):
     view: cheaper per call than torch.empty with a memory_format)."""
     if nhwc:
         n, c, h, w = batch
-        return like.new_empty((n, h, w, c)).permute(0, 3, 1, 2)
-    return like.new_empty(tuple(batch))
+        return like.new_empty(n, h, w, c).permute(0, 3, 1, 2)
+    return _empty(like, batch)
 
 
 def _upsample_cuda(x, output_size, scale_h=None, scale_w=None, exact=False):
@@ -387,7 +394,7 @@ def _upsample_cuda(x, output_size, scale_h=None, scale_w=None, exact=False):
         return out
     shape = _upsample_shape(x.shape, output_size, scale_h, scale_w, exact, _NHWC if nhwc else _NCHW, x.dtype)
     dev = _device(x)
-    status = _C.jitune_upsample_nearest2d(_runtime_for(dev), ctypes.byref(shape), x.data_ptr(), out.data_ptr(),
+    status = _C.jitune_upsample_nearest2d((_handles.get(dev) or _runtime_for(dev)), ctypes.byref(shape), x.data_ptr(), out.data_ptr(),
                                           _raw_stream(dev))
     if status:
         _check(status)
@@ -412,7 +419,7 @@ def _upsample_bwd_cuda(grad_output, input_size, output_size, scale_h=None, scale
     shape = _upsample_shape(input_size, output_size, scale_h, scale_w, exact, _NHWC if nhwc else _NCHW,
                             grad_output.dtype)
     dev = _device(grad_output)
-    status = _C.jitune_upsample_nearest2d_backward(_runtime_for(dev), ctypes.byref(shape), grad_output.data_ptr(),
+    status = _C.jitune_upsample_nearest2d_backward((_handles.get(dev) or _runtime_for(dev)), ctypes.byref(shape), grad_output.data_ptr(),
                                                    grad_input.data_ptr(), _raw_stream(dev))
     if status:
         _check(status)
@@ -483,11 +490,15 @@ def upsample_nearest2d_backward(grad_output: torch.Tensor, input_size, output_si
 # scatter_add.
 
 def _index_check(op: str, dst: torch.Tensor, index: torch.Tensor, src: torch.Tensor, one_d: bool):
-    _need_float(op, "self", dst)
-    _need_same(op, "source", src, "self", dst)
-    if index.dtype not in _INDEX:
-        _fail(f"{op}: index is {index.dtype}; it must be int32 or int64")
-    if index.device != dst.device:
+    dtype, device = dst.dtype, dst.get_device()
+    if dtype not in _FLOATS:
+        _need_float(op, "self", dst)
+    if src.dtype is not dtype or src.get_device() != device:
+        _need_same(op, "source", src, "self", dst)
+    index_dtype = index.dtype
+    if index_dtype is not torch.int32 and index_dtype is not torch.int64:
+        _fail(f"{op}: index is {index_dtype}; it must be int32 or int64")
+    if index.get_device() != device:
         _fail(f"{op}: index is on {index.device} but self is on {dst.device}; move them to one CUDA device")
     if index.dim() != 1:
         _fail(f"{op}: index has {index.dim()} dims; it must be 1-D")
@@ -496,22 +507,30 @@ def _index_check(op: str, dst: torch.Tensor, index: torch.Tensor, src: torch.Ten
             _fail(f"{op}: self and source must be 1-D (got {dst.dim()} and {src.dim()} dims)")
         if src.shape[0] < index.shape[0]:
             _fail(f"{op}: index has {index.shape[0]} entries but source only {src.shape[0]}")
-    elif dst.dim() < 1 or src.shape != (index.shape[0],) + tuple(dst.shape[1:]):
-        _fail(f"{op}: source has shape {tuple(src.shape)}; along dim 0 it must be (len(index), *self.shape[1:]) "
-              f"= {(index.shape[0],) + tuple(dst.shape[1:])}")
+        return
+    dst_shape, src_shape = dst.shape, src.shape
+    dims = len(dst_shape)
+    # (slicing a torch.Size builds a new one: compare the usual 2-D rows element by element)
+    if (dims == 0 or len(src_shape) != dims or src_shape[0] != index.shape[0]
+            or (dims == 2 and src_shape[1] != dst_shape[1]) or (dims > 2 and src_shape[1:] != dst_shape[1:])):
+        _fail(f"{op}: source has shape {tuple(src_shape)}; along dim 0 it must be (len(index), *self.shape[1:]) "
+              f"= {(index.shape[0],) + tuple(dst_shape[1:])}")
 
 
 def _index_add_into(out, index, src, alpha, check_indices):
-    """Adds into contiguous `out` in place (checked by the caller)."""
-    if index.numel() == 0 or out.numel() == 0:
+    """Adds into contiguous `out` in place (checked by the caller: index is 1-D)."""
+    count, total = index.shape[0], out.numel()
+    if count == 0 or total == 0:
         return
-    index, src = _contiguous(index), _contiguous(src)
+    if not index.is_contiguous():
+        index = index.contiguous()
+    if not src.is_contiguous():
+        src = src.contiguous()
     rows = out.shape[0]
-    row_length = out.numel() // rows
-    dev = _device(out)
-    status = _C.jitune_index_add(_runtime_for(dev), out.data_ptr(), rows, index.data_ptr(), index.shape[0],
-                                 _DTYPE[index.dtype], src.data_ptr(), src.shape[0], row_length, _DTYPE[out.dtype],
-                                 alpha, 1 if check_indices else 0, _raw_stream(dev))
+    dev = out.get_device()
+    status = _C.jitune_index_add((_handles.get(dev) or _runtime_for(dev)), out.data_ptr(), rows, index.data_ptr(), count,
+                                 _DTYPE[index.dtype], src.data_ptr(), src.shape[0], total // rows, _DTYPE[out.dtype],
+                                 alpha, check_indices, _raw_stream(dev))
     if status:
         _check(status)
 
@@ -521,7 +540,7 @@ def _scatter_add_into(out, index, src, alpha, check_indices):
         return
     index, src = _contiguous(index), _contiguous(src)
     dev = _device(out)
-    status = _C.jitune_scatter_add(_runtime_for(dev), out.data_ptr(), out.shape[0], index.data_ptr(),
+    status = _C.jitune_scatter_add((_handles.get(dev) or _runtime_for(dev)), out.data_ptr(), out.shape[0], index.data_ptr(),
                                    index.shape[0], _DTYPE[index.dtype], src.data_ptr(), src.shape[0],
                                    _DTYPE[out.dtype], alpha, 1 if check_indices else 0, _raw_stream(dev))
     if status:
@@ -663,7 +682,7 @@ def _dot_cuda(x, y):
     out = x.new_empty(())
     x, y = _contiguous(x), _contiguous(y)
     dev = _device(x)
-    status = _C.jitune_dot(_runtime_for(dev), x.data_ptr(), y.data_ptr(), x.shape[0], out.data_ptr(),
+    status = _C.jitune_dot((_handles.get(dev) or _runtime_for(dev)), x.data_ptr(), y.data_ptr(), x.shape[0], out.data_ptr(),
                            _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
@@ -739,14 +758,14 @@ def _conv_params_for(x, w, stride, padding, dilation):
 
 
 def _conv_cuda(x, w, bias, stride, padding, dilation):
-    out = x.new_empty(_conv_check(x, w, bias, stride, padding, dilation))
+    out = _empty(x, _conv_check(x, w, bias, stride, padding, dilation))
     if out.numel() == 0:
         return out
     x, w = _contiguous(x), _contiguous(w)
     bias_ptr = None if bias is None else _contiguous(bias).data_ptr()
     params = _conv_params_for(x, w, stride, padding, dilation)
     dev = _device(x)
-    status = _C.jitune_conv2d(_runtime_for(dev), x.data_ptr(), w.data_ptr(), bias_ptr, out.data_ptr(),
+    status = _C.jitune_conv2d((_handles.get(dev) or _runtime_for(dev)), x.data_ptr(), w.data_ptr(), bias_ptr, out.data_ptr(),
                               ctypes.byref(params), _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
@@ -818,14 +837,16 @@ def _reduce_check(x, op):
 
 def _reduce_cuda(x, op):
     _reduce_check(x, op)
-    out = x.new_empty(x.shape[:-1])
-    cols = x.shape[-1]
+    shape = x.shape
+    out = _empty(x, shape[:-1])
+    cols = shape[-1]
     rows = out.numel()
     if rows == 0:
         return out
-    x = _contiguous(x)
-    dev = _device(x)
-    status = _C.jitune_reduce_rows(_runtime_for(dev), x.data_ptr(), out.data_ptr(), rows, cols, _REDUCE_OPS[op],
+    if not x.is_contiguous():
+        x = x.contiguous()
+    dev = x.get_device()
+    status = _C.jitune_reduce_rows((_handles.get(dev) or _runtime_for(dev)), x.data_ptr(), out.data_ptr(), rows, cols, _REDUCE_OPS[op],
                                    _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)

@@ -184,8 +184,12 @@ def test_tune_list_items_are_checked():
 
 @pytest.fixture
 def fresh_settings():
-    saved = _runtime.settings()
+    """Settings as before any runtime existed (on a GPU, earlier tests made some); restored afterwards."""
+    saved, handles = _runtime.settings(), dict(_runtime._handles)
+    _runtime._handles.clear()
     yield
+    _runtime._handles.clear()
+    _runtime._handles.update(handles)
     _runtime._settings = saved
 
 
