@@ -210,17 +210,22 @@ def run_suite(families, l2):
     return rows
 
 
-def per_call_us(fn, calls=20000, rounds=7):
-    fn()
+def per_call_us(ours, peer, calls=5000, rounds=15):
+    """Host µs per call of `ours` and of `peer`, each the median of `rounds` rounds of `calls` back-to-back calls.
+    The rounds alternate (ours, peer, ours, ...), so both see the same clock and background drift: one op timed
+    after the other gave ratios that moved by a third between runs of the same code."""
+    for fn in (ours, peer):
+        fn()
     torch.cuda.synchronize()
-    samples = []
+    samples = ([], [])
     for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(samples)
+        for fn, out in zip((ours, peer), samples):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+            out.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def overhead_pairs():
@@ -249,7 +254,7 @@ def host_overhead():
     rows = []
     with torch.no_grad():
         for ours_name, ours, peer_name, peer in overhead_pairs():
-            a, b = per_call_us(ours), per_call_us(peer)
+            a, b = per_call_us(ours, peer)
             rows.append({"op": ours_name, "jitune_us": a, "peer": peer_name, "peer_us": b, "ratio": a / b})
             print(f"host overhead {ours_name:28s} {a:7.2f} us   {peer_name:30s} {b:7.2f} us   {a / b:5.2f}x",
                   flush=True)
