@@ -3,6 +3,7 @@
 #include "cache/jsonl.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,15 +61,47 @@ const Json& field(const Json& object, const char* name) {
   return *found;
 }
 
+// A value for a message: its JSON text, cut to 60 bytes (values are shallow here: the depth was checked first).
+std::string brief(const Json& value) {
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
 [[noreturn]] void wrong_type(const char* name, const char* expected, const Json& value) {
-  throw InvalidArgument(std::string("field \"") + name + "\" must be " + expected + " (got " + value.dump() +
+  throw InvalidArgument(std::string("field \"") + name + "\" must be " + expected + " (got " + brief(value) +
                         ")");
 }
 
 std::string string_field(const Json& object, const char* name) {
   const Json& value = field(object, name);
   if (!value.is_string()) wrong_type(name, "a string", value);
-  return value.get<std::string>();
+  const auto& text = value.get_ref<const std::string&>();
+  if (text.size() > kMaxFieldBytes)
+    throw InvalidArgument(std::string("field \"") + name + "\" is " + std::to_string(text.size()) +
+                          " bytes long; the limit is " + std::to_string(kMaxFieldBytes));
+  return text;
+}
+
+// Whether arrays and objects nest deeper than `limit` in `line` (brackets inside strings do not count). A linear
+// scan before parsing, so neither the parser nor a message ever recurses over a hostile nesting.
+bool nests_deeper_than(const std::string& line, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : line) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
 }
 
 int int_field(const Json& object, const char* name) {
@@ -120,13 +153,21 @@ std::string to_json_line(const Record& record) {
 }
 
 Record from_json_line(const std::string& line) {
+  if (line.size() > kMaxLineBytes)
+    throw InvalidArgument("the line is " + std::to_string(line.size()) + " bytes long; the limit is " +
+                          std::to_string(kMaxLineBytes) + " (a record takes a few hundred)");
+  if (nests_deeper_than(line, kMaxJsonDepth))
+    throw InvalidArgument("arrays / objects nested deeper than " + std::to_string(kMaxJsonDepth) +
+                          " levels (a record has 2)");
   Json object;
   try {
     object = Json::parse(line);
   } catch (const Json::exception& error) {  // a syntax error, or a number too large for a double (1e999)
-    throw InvalidArgument(std::string("not valid JSON: ") + error.what());
+    std::string what = error.what();  // quotes the last token read: cut it
+    if (what.size() > 200) what = what.substr(0, 197) + "...";
+    throw InvalidArgument("not valid JSON: " + what);
   }
-  if (!object.is_object()) throw InvalidArgument("not a JSON object (got " + object.dump() + ")");
+  if (!object.is_object()) throw InvalidArgument("not a JSON object (got " + brief(object) + ")");
   Record record;
   record.key.family = string_field(object, "family");
   record.key.template_hash = string_field(object, "template_hash");
@@ -138,6 +179,9 @@ Record from_json_line(const std::string& line) {
   record.group = string_field(object, "group");
   const Json& features = field(object, "features");
   if (!features.is_array()) wrong_type("features", "an array of numbers", features);
+  if (features.size() > kMaxFeatures)
+    throw InvalidArgument("field \"features\" has " + std::to_string(features.size()) + " entries; the limit is " +
+                          std::to_string(kMaxFeatures));
   for (const Json& value : features) {
     if (!value.is_number()) wrong_type("features", "an array of numbers", features);
     record.features.push_back(value.get<double>());
@@ -154,7 +198,21 @@ Record from_json_line(const std::string& line) {
   return record;
 }
 
-void write_jsonl(const std::filesystem::path& out, const std::vector<Record>& records) {
+void write_jsonl(const std::filesystem::path& out, const std::vector<Record>& records, bool replace_symlink) {
+  // Only a regular file is ever replaced (rename() would replace a FIFO, a device node or a link just the same).
+  struct stat existing{};
+  if (::lstat(out.c_str(), &existing) == 0) {
+    const auto refuse = [&](const std::string& why) {
+      throw StoreError("jitune export to " + out.string() + ": " + why + "; nothing was written");
+    };
+    if (S_ISLNK(existing.st_mode) && !replace_symlink)
+      refuse("it is a symbolic link; export would replace the link itself (not the file it points to) with a "
+             "regular file: pass --force to do that, or give the link's target as the path");
+    if (S_ISDIR(existing.st_mode)) refuse("it is a folder; give a file path such as " + (out / "cache.jsonl").string());
+    if (!S_ISREG(existing.st_mode) && !S_ISLNK(existing.st_mode))
+      refuse("it is not a regular file (a FIFO, device or socket); export writes only regular files: choose "
+             "another path");
+  }
   std::string text;
   for (const Record& record : records) text += to_json_line(record) + '\n';
 
@@ -193,10 +251,19 @@ void write_jsonl(const std::filesystem::path& out, const std::vector<Record>& re
 }
 
 JsonlContents read_jsonl(const std::filesystem::path& in) {
-  std::error_code error;
-  if (std::filesystem::is_directory(in, error)) {
-    throw StoreError("jitune import of " + in.string() +
-                     ": it is a folder, not a JSON Lines file; nothing was imported");
+  struct stat info{};
+  if (::stat(in.c_str(), &info) == 0) {  // a missing file falls through to the open error below
+    if (S_ISDIR(info.st_mode))
+      throw StoreError("jitune import of " + in.string() +
+                       ": it is a folder, not a JSON Lines file; nothing was imported");
+    if (!S_ISREG(info.st_mode))
+      throw StoreError("jitune import of " + in.string() +
+                       ": it is not a regular file (a FIFO, device or socket); import reads only regular files: "
+                       "copy it to a file first; nothing was imported");
+    if (static_cast<std::uintmax_t>(info.st_size) > kMaxImportBytes)
+      throw StoreError("jitune import of " + in.string() + ": it is " + std::to_string(info.st_size) +
+                       " bytes; the limit is " + std::to_string(kMaxImportBytes) +
+                       " (256 MiB): split it into smaller files; nothing was imported");
   }
   std::ifstream file(in, std::ios::binary);
   if (!file) {

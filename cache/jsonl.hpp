@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -12,14 +13,25 @@
 
 namespace jitune::cache {
 
+/// Limits of an import, checked before anything is parsed (a line past one is rejected, the others still read).
+inline constexpr std::uintmax_t kMaxImportBytes = 256ull << 20;  ///< The whole file: 256 MiB.
+inline constexpr std::size_t kMaxLineBytes = 64 << 10;           ///< One line: 64 KiB.
+inline constexpr std::size_t kMaxJsonDepth = 8;                  ///< Nesting of arrays / objects (a record: 2).
+inline constexpr std::size_t kMaxFieldBytes = 16 << 10;          ///< One text field: 16 KiB.
+inline constexpr std::size_t kMaxFeatures = 64;                  ///< Entries of "features".
+
 /// Serializes one record as a single-line JSON object with sorted keys (the export format).
 std::string to_json_line(const Record& record);
-/// Parses one export line; throws InvalidArgument saying which field is missing or has the wrong type.
+/// Parses one export line; throws InvalidArgument saying which field is missing, has the wrong type or is over
+/// its limit (line length, nesting depth, field length, feature count: checked before or while parsing, never by
+/// recursing over a bad value).
 Record from_json_line(const std::string& line);
 
 /// Writes `records`, one line each, to `out` through a temporary file in the same folder renamed over it, so
-/// a reader never sees half a file. Throws StoreError saying what failed and what to check.
-void write_jsonl(const std::filesystem::path& out, const std::vector<Record>& records);
+/// a reader never sees half a file. Only a regular file is ever replaced: a FIFO, device, socket or folder at
+/// `out` is refused, and a symbolic link is replaced (the link itself, never the file it points to) only with
+/// `replace_symlink`. Throws StoreError saying what failed and what to do.
+void write_jsonl(const std::filesystem::path& out, const std::vector<Record>& records, bool replace_symlink = false);
 
 /// A JSON Lines file read: the records that parsed (with their 1-based line numbers) and the lines that did
 /// not.
@@ -31,7 +43,8 @@ struct JsonlContents {
   std::vector<Line> records;
   std::vector<ImportIssue> rejected;  ///< "line N: rejected: <why>", one per line that did not parse.
 };
-/// Reads `in` (blank lines skipped, CRLF accepted). Throws StoreError when it is a folder or cannot be read.
+/// Reads `in` (blank lines skipped, CRLF accepted). Throws StoreError, with nothing read, when it is not a regular
+/// file (a folder, FIFO, device), is larger than kMaxImportBytes, or cannot be read.
 JsonlContents read_jsonl(const std::filesystem::path& in);
 
 }  // namespace jitune::cache

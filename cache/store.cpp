@@ -488,8 +488,8 @@ std::size_t Store::erase(const std::string& family, const std::string& signature
   });
 }
 
-void Store::export_jsonl(const std::filesystem::path& out) const {
-  write_jsonl(out, records());
+void Store::export_jsonl(const std::filesystem::path& out, bool replace_symlink) const {
+  write_jsonl(out, records(), replace_symlink);
 }
 
 ImportReport Store::import_jsonl(const std::filesystem::path& in, const RecordValidator& validate) {

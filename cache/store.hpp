@@ -86,8 +86,9 @@ class Store {
   /// Deletes the records matching family (and signature when not empty); returns how many.
   std::size_t erase(const std::string& family, const std::string& signature);
 
-  /// Writes every record as JSON Lines (one record a line, keys sorted, records in records() order) to `out`.
-  void export_jsonl(const std::filesystem::path& out) const;
+  /// Writes every record as JSON Lines (one record a line, keys sorted, records in records() order) to `out`:
+  /// a regular file (a symbolic link at `out` is replaced only with `replace_symlink`; see write_jsonl).
+  void export_jsonl(const std::filesystem::path& out, bool replace_symlink = false) const;
   /// Reads JSON Lines; each record is validated (shape, numbers, then `validate`); for a key already present
   /// the faster record stays. Malformed lines are rejected with their line number; nothing is written on a
   /// read error.

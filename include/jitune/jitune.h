@@ -341,7 +341,9 @@ JITUNE_API jitune_status jitune_tune(jitune_runtime* runtime, const char* family
                                      int64_t budget, jitune_tune_result* result);
 
 /** Writes every record of the tuning database `cache` (NULL: the default user cache) to `file` as JSON Lines
- * (the format of `jitune cache export`); *n_records (may be NULL) receives how many. Needs no GPU. */
+ * (the format of `jitune cache export`); *n_records (may be NULL) receives how many. Needs no GPU. Only a
+ * regular file at `file` is replaced: a symbolic link, folder, FIFO, device or socket there is
+ * JITUNE_ERROR_STORE with nothing written (the CLI's --force replaces a link). */
 JITUNE_API jitune_status jitune_cache_export(const char* cache, const char* file, uint64_t* n_records);
 
 /** How an import went (jitune::cache::ImportReport). */
@@ -354,7 +356,9 @@ typedef struct jitune_import_report {
 } jitune_import_report;
 
 /** Imports JSON Lines `file` into the tuning database `cache` (NULL: the default user cache; created when
- *  missing), keeping the faster record per key; each record is checked against the families. `report` (may be
+ *  missing), keeping the faster record per key; each record is checked against the families. `file` must be a
+ *  regular file of at most 256 MiB; lines over 64 KiB, nesting deeper than 8, text fields over 16 KiB and more
+ *  than 64 features are rejected line by line (cache/jsonl.hpp). `report` (may be
  *  NULL) receives the counts. When any record is rejected the valid ones are still imported and the call
  * returns JITUNE_ERROR_INVALID_ARGUMENT, its message listing the rejected lines. Runtimes using `cache` see
  * the new records after jitune_runtime_reload. Needs no GPU. */

@@ -714,7 +714,8 @@ def _cache_arg(cache):
 
 def export_cache(file, cache=None) -> int:
     """Writes every record of tuning database `cache` (default: the user cache runtimes use) to `file` as JSON
-    Lines (`jitune cache export`); returns how many. Needs no GPU."""
+    Lines (`jitune cache export`); returns how many. Needs no GPU. Only a regular file at `file` is replaced (a
+    symbolic link, folder, FIFO or device there raises StoreError, nothing written)."""
     n = c_uint64(0)
     check(lib.jitune_cache_export(_cache_arg(cache), os.fsencode(file), byref(n)))
     return n.value

@@ -133,6 +133,19 @@ TEST_CASE("cache list, show, export, import and merge") {
   int lines = 0;
   while (std::getline(in, line)) ++lines;
   CHECK(lines == 2);
+  // A symbolic link at the path is replaced (the link, never its target) only with --force.
+  const std::filesystem::path target = dir.path / "target.txt", link = dir.path / "link.jsonl";
+  std::ofstream(target) << "precious\n";
+  std::filesystem::create_symlink(target, link);
+  Result refused = run(dir.cache() + " cache export " + link.string());
+  CHECK(refused.code != 0);
+  CHECK_MESSAGE(refused.out.find("--force") != std::string::npos, refused.out);
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(run(dir.cache() + " cache export --force " + link.string()).code == 0);
+  CHECK_FALSE(std::filesystem::is_symlink(link));
+  std::ifstream target_in(target);
+  std::getline(target_in, line);
+  CHECK(line == "precious");
 
   const std::string other = "--cache " + (dir.path / "other.sqlite").string();
   Result imp = run("--json " + other + " cache import " + file);

@@ -272,3 +272,91 @@ TEST_CASE("import_jsonl and merge_from keep the faster record and report replace
     CHECK(self.added + self.replaced + self.rejected == 0);
   }
 }
+
+TEST_CASE("import limits: deep nesting, long lines, long fields and many features are rejected line by line") {
+  // 160 KB of '[' crashed the importer once (recursion while printing the value); now it is a plain rejection.
+  CHECK_THROWS_WITH_AS(from_json_line(std::string(160000, '[')), doctest::Contains("the limit is 65536"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(from_json_line(std::string(30000, '[')), doctest::Contains("nested deeper than 8"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(from_json_line("{\"a\": " + std::string(9, '[') + std::string(9, ']') + "}"),
+                       doctest::Contains("nested deeper than 8"), InvalidArgument);
+  Record bracketed = make_record("sig [[[[[[[[[[[[ \"{{{{{{{{{{ \\\\");  // brackets inside strings do not count
+  check_same(from_json_line(to_json_line(bracketed)), bracketed);
+
+  TempDir dir;
+  Store store(dir / "s.db", OpenMode::kReadWrite);
+  Record long_field = make_record(std::string(kMaxFieldBytes + 1, 's'));
+  Record at_limit = make_record(std::string(kMaxFieldBytes, 't'));
+  Record long_line = make_record("long line");
+  long_line.config = std::string(kMaxLineBytes, 'c');
+  Record many_features = make_record("many features");
+  many_features.features.assign(kMaxFeatures + 1, 1.0);
+  nlohmann::json scalar_config = nlohmann::json::parse(to_json_line(make_record("scalar")));
+  scalar_config["config"] = nlohmann::json::array({std::string(500, 'x')});  // quoted in the message, cut short
+  const std::string text = to_json_line(make_record("good1")) + "\n" +  // 1
+                           std::string(160000, '[') + "\n" +              // 2
+                           std::string(30000, '{') + "\n" +               // 3
+                           to_json_line(long_field) + "\n" +              // 4
+                           to_json_line(long_line) + "\n" +               // 5
+                           to_json_line(many_features) + "\n" +           // 6
+                           scalar_config.dump() + "\n" +                  // 7
+                           to_json_line(at_limit) + "\n" +                // 8
+                           to_json_line(make_record("good2")) + "\n";     // 9
+  const fs::path in = dir / "in.jsonl";
+  write_text(in, text);
+  const ImportReport report = store.import_jsonl(in, nullptr);
+  CHECK(report.added == 3);
+  REQUIRE(report.issues.size() == 6);
+  const std::vector<std::pair<std::size_t, std::string>> expected = {
+      {2, "bytes long; the limit is 65536"}, {3, "nested deeper than 8"}, {4, "16385 bytes long; the limit is 16384"},
+      {5, "the limit is 65536"},             {6, "has 65 entries; the limit is 64"}, {7, "\"config\" must be a string"}};
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO(report.issues[i].message.substr(0, 300));
+    CHECK(report.issues[i].line == expected[i].first);
+    CHECK(report.issues[i].message.find(expected[i].second) != std::string::npos);
+    CHECK(report.issues[i].message.size() < 400);  // a bad value is never copied whole into the message
+  }
+  CHECK(store.records().size() == 3);
+}
+
+TEST_CASE("import reads only regular files within the size limit; export replaces only regular files") {
+  TempDir dir;
+  Store store(dir / "s.db", OpenMode::kReadWrite);
+  store.put(make_record("kept"));
+  const fs::path fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // A FIFO would block an open() for reading until a writer came: refused before it is opened.
+  CHECK_THROWS_WITH_AS(store.import_jsonl(fifo, nullptr), doctest::Contains("not a regular file"), StoreError);
+  const fs::path huge = dir / "huge.jsonl";
+  write_text(huge, "");
+  fs::resize_file(huge, kMaxImportBytes + 1);  // sparse: nothing is written
+  CHECK_THROWS_WITH_AS(store.import_jsonl(huge, nullptr), doctest::Contains("the limit is 268435456"), StoreError);
+  const fs::path good = dir / "good.jsonl";
+  write_text(good, to_json_line(make_record("through a link")) + "\n");
+  fs::create_symlink(good, dir / "link.jsonl");
+  CHECK(store.import_jsonl(dir / "link.jsonl", nullptr).added == 1);  // reading through a link is fine
+  CHECK(store.records().size() == 2);
+
+  // Export: a FIFO and a folder are refused and left as they were.
+  CHECK_THROWS_WITH_AS(store.export_jsonl(fifo), doctest::Contains("not a regular file"), StoreError);
+  CHECK(fs::is_fifo(fs::symlink_status(fifo)));
+  fs::create_directory(dir / "sub");
+  CHECK_THROWS_WITH_AS(store.export_jsonl(dir / "sub"), doctest::Contains("it is a folder"), StoreError);
+  CHECK_THROWS_WITH_AS(store.export_jsonl(fifo), doctest::Contains("nothing was written"), StoreError);
+  CHECK(fs::is_empty(dir / "sub"));
+  // A symbolic link: refused without replace_symlink (the link and its target untouched); with it, the link
+  // itself becomes a regular file and the target is still untouched.
+  const fs::path target = dir / "target.txt", link = dir / "out.jsonl";
+  write_text(target, "precious\n");
+  fs::create_symlink(target, link);
+  CHECK_THROWS_WITH_AS(store.export_jsonl(link), doctest::Contains("--force"), StoreError);
+  CHECK(fs::is_symlink(link));
+  store.export_jsonl(link, true);
+  CHECK_FALSE(fs::is_symlink(link));
+  CHECK(read_lines(link).size() == 2);
+  CHECK(read_bytes(target) == "precious\n");
+  // A regular file is replaced as before.
+  store.export_jsonl(link);
+  CHECK(read_lines(link).size() == 2);
+}

@@ -92,7 +92,8 @@ CliApp::CliApp() {
   add_problem_options(*show_, show_families_, "show a problem");
   show_->require_subcommand(1);
   export_ = cache_->add_subcommand("export", "write every record as JSON Lines (one record a line)");
-  export_->add_option("file", file_, "output .jsonl file")->required();
+  export_->add_option("file", file_, "output .jsonl file (only a regular file is replaced)")->required();
+  export_->add_flag("--force", force_, "replace a symbolic link at the path (the link itself, not its target)");
   import_ = cache_->add_subcommand("import", "read JSON Lines records (validated; the faster record of a key stays)");
   import_->add_option("file", file_, "input .jsonl file")->required()->check(CLI::ExistingFile);
   merge_ = cache_->add_subcommand("merge", "merge another SQLite cache (the faster record of a key stays)");
@@ -157,7 +158,7 @@ int CliApp::run() {
         auto [family, options] = chosen(show_families_);
         return cache_show(common_, family, options, show_signature_);
       }
-      if (*export_) return cache_export(common_, file_);
+      if (*export_) return cache_export(common_, file_, force_);
       if (*import_) return cache_import(common_, file_);
       if (*merge_) return cache_merge(common_, file_);
       if (*revalidate_) return cache_revalidate(common_, list_family_, runners_up_);

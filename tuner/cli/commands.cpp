@@ -451,8 +451,7 @@ void print_report(const cache::ImportReport& rep, const Common& common) {
   }
   std::printf("%zu added, %zu replaced by faster records, %zu kept (existing as fast or faster), %zu rejected\n",
               rep.added, rep.replaced, rep.kept, rep.rejected);
-  for (const auto& i : rep.issues)
-    std::printf("  %s%s\n", i.line ? ("line " + std::to_string(i.line) + ": ").c_str() : "", i.message.c_str());
+  for (const auto& i : rep.issues) std::printf("  %s\n", i.message.c_str());  // each starts "line N: " where it has one
 }
 
 }  // namespace
@@ -514,9 +513,9 @@ int cache_show(const Common& common, const std::string& family_name, const std::
   return 0;
 }
 
-int cache_export(const Common& common, const std::string& file) {
+int cache_export(const Common& common, const std::string& file, bool replace_symlink) {
   cache::Store store(cache_path(common), cache::OpenMode::kReadOnly);
-  store.export_jsonl(file);
+  store.export_jsonl(file, replace_symlink);
   if (!common.json) std::printf("exported %zu records from %s to %s\n", store.records().size(), store.path().c_str(), file.c_str());
   return 0;
 }

@@ -46,7 +46,7 @@ int explain_suite(const Common& common);
 int cache_list(const Common& common, const std::string& family);
 int cache_show(const Common& common, const std::string& family, const std::map<std::string, std::string>& problem,
                const std::string& signature);
-int cache_export(const Common& common, const std::string& file);
+int cache_export(const Common& common, const std::string& file, bool replace_symlink);
 int cache_import(const Common& common, const std::string& file);
 int cache_merge(const Common& common, const std::string& file);
 int cache_revalidate(const Common& common, const std::string& family, int runners_up);
