@@ -121,6 +121,23 @@ double double_field(const Json& object, const char* name) {
   return value.get<double>();
 }
 
+// Export replaces only a regular file (rename() would replace a FIFO, a device node or a link just the same):
+// throws StoreError for anything else at `out`, and for a symbolic link unless `replace_symlink`.
+void refuse_unsafe_target(const std::filesystem::path& out, bool replace_symlink) {
+  struct stat existing{};
+  if (::lstat(out.c_str(), &existing) != 0) return;  // nothing there yet
+  const auto refuse = [&](const std::string& why) {
+    throw StoreError("jitune export to " + out.string() + ": " + why + "; nothing was written");
+  };
+  if (S_ISLNK(existing.st_mode) && !replace_symlink)
+    refuse("it is a symbolic link; export would replace the link itself (not the file it points to) with a "
+           "regular file: pass --force to do that, or give the link's target as the path");
+  if (S_ISDIR(existing.st_mode)) refuse("it is a folder; give a file path such as " + (out / "cache.jsonl").string());
+  if (!S_ISREG(existing.st_mode) && !S_ISLNK(existing.st_mode))
+    refuse("it is not a regular file (a FIFO, device or socket); export writes only regular files: choose "
+           "another path");
+}
+
 }  // namespace
 
 std::string to_json_line(const Record& record) {
@@ -199,20 +216,7 @@ Record from_json_line(const std::string& line) {
 }
 
 void write_jsonl(const std::filesystem::path& out, const std::vector<Record>& records, bool replace_symlink) {
-  // Only a regular file is ever replaced (rename() would replace a FIFO, a device node or a link just the same).
-  struct stat existing{};
-  if (::lstat(out.c_str(), &existing) == 0) {
-    const auto refuse = [&](const std::string& why) {
-      throw StoreError("jitune export to " + out.string() + ": " + why + "; nothing was written");
-    };
-    if (S_ISLNK(existing.st_mode) && !replace_symlink)
-      refuse("it is a symbolic link; export would replace the link itself (not the file it points to) with a "
-             "regular file: pass --force to do that, or give the link's target as the path");
-    if (S_ISDIR(existing.st_mode)) refuse("it is a folder; give a file path such as " + (out / "cache.jsonl").string());
-    if (!S_ISREG(existing.st_mode) && !S_ISLNK(existing.st_mode))
-      refuse("it is not a regular file (a FIFO, device or socket); export writes only regular files: choose "
-             "another path");
-  }
+  refuse_unsafe_target(out, replace_symlink);
   std::string text;
   for (const Record& record : records) text += to_json_line(record) + '\n';
 

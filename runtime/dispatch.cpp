@@ -196,6 +196,21 @@ const Kernel& site_kernel(Runtime::Impl& impl, CallSite& site, const Bindings& b
   return *kernel;
 }
 
+// The opt-in index check: every index buffer read back and scanned on the host (never inside a graph capture,
+// where the synchronisation it needs is forbidden).
+void check_index_buffers(const Runtime::Impl& impl, const CallSite& site, std::span<const void* const> buffers,
+                         CUstream stream) {
+  for (std::size_t i = 0; i < site.specs.size(); ++i) {
+    if (site.specs[i].index_bound < 0 || site.extent[i] == 0) continue;
+    driver::make_current(impl.context);
+    if (stream_capturing(stream))
+      throw InvalidArgument(site.op + ": check_indices reads the indices back to the host, which synchronizes "
+                            "the stream, and a CUDA graph capture forbids that; check the indices before "
+                            "capturing and turn check_indices off inside the capture (nothing was enqueued)");
+    check_indices_on_host(site.op, site.specs[i], buffers[i], stream);
+  }
+}
+
 // Clears the outputs a launch accumulates into (Family::prep's zero_buffers), in stream order.
 void zero_outputs(Runtime::Impl& impl, const CallSite& site, const Kernel& kernel,
                   std::span<const void* const> buffers, CUstream stream) {
@@ -226,16 +241,7 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
     check_buffers(impl, site, buffers);
     site.checked_pointers.store(pointer_hash, std::memory_order_relaxed);
   }
-  if (options.check_indices)
-    for (std::size_t i = 0; i < n; ++i)
-      if (site.specs[i].index_bound >= 0 && site.extent[i] != 0) {
-        driver::make_current(impl.context);
-        if (stream_capturing(cu_stream))
-          throw InvalidArgument(site.op + ": check_indices reads the indices back to the host, which synchronizes "
-                                "the stream, and a CUDA graph capture forbids that; check the indices before "
-                                "capturing and turn check_indices off inside the capture (nothing was enqueued)");
-        check_indices_on_host(site.op, site.specs[i], buffers[i], cu_stream);
-      }
+  if (options.check_indices) check_index_buffers(impl, site, buffers, cu_stream);
   const Shortcut& shortcut = site.shortcut;
   if (shortcut.kind != Shortcut::Kind::kNone) {
     if (shortcut.kind == Shortcut::Kind::kNothing) return;

@@ -3,6 +3,7 @@
 // dispatch.cpp).
 #include "runtime/runtime_impl.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "runtime/dispatch.hpp"
@@ -99,10 +100,18 @@ Runtime::Impl::Impl(Runtime& owner, RuntimeOptions opts)
   if (options.user_cache.empty()) options.user_cache = default_cache_dir() / "tuning.sqlite";
   if (options.binary_cache_dir.empty() && options.disk_binary_cache)
     options.binary_cache_dir = binaries.folder();
+  if (std::string note = default_cache_dir_note(); !note.empty()) store_notes.push_back(std::move(note));
   if (options.use_user_cache) user_store = open_user_store(options.user_cache, store_notes);
   std::vector<std::filesystem::path> shipped = options.shipped_caches;
   if (options.use_builtin_shipped_caches)
-    for (auto& p : builtin_shipped_caches()) shipped.push_back(p);
+    for (auto& p : builtin_shipped_caches()) {
+      // A caller may name a built-in cache itself (the Python package does): each file is opened once.
+      std::error_code ec;
+      const bool named = std::any_of(shipped.begin(), shipped.end(), [&](const std::filesystem::path& q) {
+        return std::filesystem::equivalent(p, q, ec);
+      });
+      if (!named) shipped.push_back(p);
+    }
   for (const auto& p : shipped) {
     try {
       shipped_stores.push_back(std::make_unique<cache::Store>(p, cache::OpenMode::kReadOnly));

@@ -3,50 +3,122 @@
 // records.
 #include "runtime/stores.hpp"
 
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <string_view>
 
 #include <jitune/error.hpp>
 
+#include "runtime/install_paths.hpp"
 #include "templates/family.hpp"
 
-#ifndef JITUNE_SHIPPED_DIRS
-#define JITUNE_SHIPPED_DIRS ""
-#endif
-
 namespace jitune {
+namespace {
+
+struct PrivateFallback {
+  std::mutex mutex;
+  std::filesystem::path folder;  ///< The mkdtemp folder, made once per process when needed.
+  std::string note;
+};
+
+PrivateFallback& private_fallback() {
+  static PrivateFallback state;
+  return state;
+}
+
+}  // namespace
+
+std::filesystem::path private_cache_dir_under(const std::filesystem::path& base) {
+  const uid_t uid = ::geteuid();
+  const std::filesystem::path shared = base / ("jitune-" + std::to_string(uid));
+  ::mkdir(shared.c_str(), 0700);  // an existing entry is examined below
+  struct stat st{};
+  std::string why;
+  if (::lstat(shared.c_str(), &st) != 0) why = std::string("cannot be made: ") + std::strerror(errno);
+  else if (!S_ISDIR(st.st_mode)) why = "is not a folder (a symbolic link or a file)";
+  else if (st.st_uid != uid) why = "belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  else if ((st.st_mode & 022) != 0) why = "can be written by other users";
+  if (why.empty()) return shared;
+  PrivateFallback& fallback = private_fallback();
+  std::lock_guard lock(fallback.mutex);
+  if (fallback.folder.empty()) {
+    std::string pattern = (base / ("jitune-" + std::to_string(uid) + "-XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw StoreError("no private cache folder: " + shared.string() + " " + why + ", and mkdtemp in " +
+                       base.string() + " failed (" + std::strerror(errno) + "); set JITUNE_CACHE_DIR to a folder of your own");
+    fallback.folder = pattern;
+    fallback.note = "the default cache folder " + shared.string() + " " + why + "; this process uses the private " +
+                    "folder " + pattern + " instead, so its tuning results are not kept: set HOME or JITUNE_CACHE_DIR";
+  }
+  return fallback.folder;
+}
 
 std::filesystem::path default_cache_dir() {
   if (const char* v = std::getenv("JITUNE_CACHE_DIR"); v && *v) return v;
   if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v) return std::filesystem::path(v) / "jitune";
   if (const char* v = std::getenv("HOME"); v && *v) return std::filesystem::path(v) / ".cache" / "jitune";
-  return std::filesystem::temp_directory_path() / "jitune";
+  // No HOME (a service, a container): the account's home, never a folder shared with other users.
+  std::vector<char> buffer(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found && found->pw_dir &&
+      found->pw_dir[0] == '/' && std::string_view(found->pw_dir) != "/")
+    return std::filesystem::path(found->pw_dir) / ".cache" / "jitune";
+  std::error_code ec;
+  const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
+  return private_cache_dir_under(ec ? std::filesystem::path("/tmp") : temp);
+}
+
+std::string default_cache_dir_note() {
+  PrivateFallback& fallback = private_fallback();
+  std::lock_guard lock(fallback.mutex);
+  return fallback.note;
 }
 
 std::vector<std::filesystem::path> builtin_shipped_caches() {
   std::vector<std::filesystem::path> out;
-  auto add_list = [&](std::string_view list) {
+  auto add = [&](const std::filesystem::path& p) {
+    std::error_code ec;
+    if (p.empty()) return;
+    if (std::filesystem::is_directory(p, ec)) {
+      std::vector<std::filesystem::path> files;
+      for (const auto& entry : std::filesystem::directory_iterator(p, ec))
+        if (entry.path().extension() == ".sqlite") files.push_back(entry.path());
+      std::sort(files.begin(), files.end());
+      for (const auto& f : files) out.push_back(f);
+    } else if (std::filesystem::exists(p, ec)) {
+      out.push_back(p);
+    }
+  };
+  if (const char* v = std::getenv("JITUNE_SHIPPED_CACHES")) {
+    std::string_view list = v;
     while (!list.empty()) {
-      std::size_t colon = list.find(':');
-      std::filesystem::path p(std::string(list.substr(0, colon)));
-      std::error_code ec;
-      if (!p.empty() && std::filesystem::is_directory(p, ec)) {
-        std::vector<std::filesystem::path> files;
-        for (const auto& entry : std::filesystem::directory_iterator(p, ec))
-          if (entry.path().extension() == ".sqlite") files.push_back(entry.path());
-        std::sort(files.begin(), files.end());
-        out.insert(out.end(), files.begin(), files.end());
-      } else if (!p.empty() && std::filesystem::exists(p, ec)) {
-        out.push_back(p);
-      }
+      const std::size_t colon = list.find(':');
+      add(std::filesystem::path(std::string(list.substr(0, colon))));
       if (colon == std::string_view::npos) break;
       list.remove_prefix(colon + 1);
     }
-  };
-  if (const char* v = std::getenv("JITUNE_SHIPPED_CACHES")) add_list(v);
-  add_list(JITUNE_SHIPPED_DIRS);
-  return out;
+  }
+  for (const auto& dir : shipped_dirs_for(module_dir())) add(dir);
+  // Each file once (the build tree's top and a subfolder may both reach build/shipped).
+  std::vector<std::filesystem::path> unique;
+  std::vector<std::filesystem::path> seen;
+  for (const auto& p : out) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(p, ec);
+    const auto& key = ec ? p : canonical;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    unique.push_back(p);
+  }
+  return unique;
 }
 
 std::unique_ptr<cache::Store> open_user_store(const std::filesystem::path& path,

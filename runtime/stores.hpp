@@ -11,10 +11,22 @@
 
 namespace jitune {
 
-/// Folder of the default user cache: $JITUNE_CACHE_DIR, else $XDG_CACHE_HOME/jitune, else ~/.cache/jitune.
+/// Folder of the default user cache: $JITUNE_CACHE_DIR, else $XDG_CACHE_HOME/jitune, else $HOME/.cache/jitune,
+/// else (HOME unset) the account's home from the password database, else a folder of this user's own under
+/// the temp dir, `<tmp>/jitune-<uid>`, created with mode 0700 and used only when it is a real folder owned by
+/// this user that nobody else can write; when it is not, a fresh private folder (mkdtemp) for this process.
+/// Throws StoreError only when no private folder can be made at all.
 std::filesystem::path default_cache_dir();
-/// Shipped cache files installed with jitune (the build tree's and the install prefix's
-/// share/jitune/*.sqlite) and those named by $JITUNE_SHIPPED_CACHES.
+/// `base`/jitune-<uid> when it is this user's own folder that nobody else can write (created 0700 when missing),
+/// else a private mkdtemp folder under `base`, made once per process, with default_cache_dir_note() saying why.
+/// default_cache_dir()'s last resort, with `base` the temp dir.
+std::filesystem::path private_cache_dir_under(const std::filesystem::path& base);
+/// Why default_cache_dir() could not use `<tmp>/jitune-<uid>` (someone else's, a link, writable by others) and
+/// took a private folder whose results are not kept; empty when it did not have to.
+std::string default_cache_dir_note();
+/// Shipped cache files: those named by $JITUNE_SHIPPED_CACHES, then the *.sqlite files of the folders
+/// shipped_dirs_for(module_dir()) names (found relative to the jitune binary, so installs can move), each file
+/// once.
 std::vector<std::filesystem::path> builtin_shipped_caches();
 
 /// Opens the user cache read-write; when that fails, read-only if the file is readable; else nullptr. Every

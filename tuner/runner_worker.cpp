@@ -11,13 +11,11 @@
 #include <map>
 #include <set>
 
+#include "runtime/install_paths.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "tuner/runner.hpp"
 #include "tuner/wire.hpp"
 
-#ifndef JITUNE_WORKER_PATHS
-#define JITUNE_WORKER_PATHS ""
-#endif
 
 namespace jitune::tuner {
 namespace {
@@ -387,17 +385,8 @@ std::unique_ptr<CandidateRunner> make_worker_runner(const std::string& worker, i
 std::string find_worker() {
   auto usable = [](const std::filesystem::path& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; };
   if (const char* v = std::getenv("JITUNE_WORKER"); v && *v) return usable(v) ? std::string(v) : std::string();
-  std::string_view list = JITUNE_WORKER_PATHS;
-  while (!list.empty()) {
-    const std::size_t colon = list.find(':');
-    const std::filesystem::path p(std::string(list.substr(0, colon)));
+  for (const auto& p : worker_paths_for(module_dir()))  // relative to the jitune binary: installs can move
     if (usable(p)) return p.string();
-    if (colon == std::string_view::npos) break;
-    list.remove_prefix(colon + 1);
-  }
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec && usable(self.parent_path() / "jitune-worker")) return (self.parent_path() / "jitune-worker").string();
   return {};
 }
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "runtime/runtime_impl.hpp"
+#include "runtime/stores.hpp"
 #include "templates/elementwise/elementwise.hpp"
 
 namespace jitune {
@@ -195,4 +197,39 @@ TEST_CASE("a full disk: writes fail with a clear error and what was stored stays
   CHECK(first);
 }
 
+}  // namespace jitune
+
+namespace jitune {
+namespace {
+
+TEST_CASE("without a home the default cache folder is this user's own, never one others can write") {
+  Dir dir;
+  const fs::path own = dir.path / ("jitune-" + std::to_string(::geteuid()));
+  // Missing: made with mode 0700 and used.
+  CHECK(private_cache_dir_under(dir.path) == own);
+  struct stat st{};
+  REQUIRE(::lstat(own.c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(default_cache_dir_note().empty());
+  // Writable by others (as a shared /tmp/jitune made by someone else would be): a private folder instead, the
+  // same one for the rest of the process, and a note that says why and what to set.
+  fs::permissions(own, fs::perms::all);
+  const fs::path fallback = private_cache_dir_under(dir.path);
+  CHECK(fallback != own);
+  CHECK(fallback.parent_path() == dir.path);
+  REQUIRE(::lstat(fallback.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(st.st_uid == ::geteuid());
+  const std::string note = default_cache_dir_note();
+  CHECK_MESSAGE(note.find("can be written by other users") != std::string::npos, note);
+  CHECK_MESSAGE(note.find("JITUNE_CACHE_DIR") != std::string::npos, note);
+  CHECK(private_cache_dir_under(dir.path) == fallback);
+  // A symbolic link planted there is not followed either.
+  fs::remove(own);
+  fs::create_directory_symlink(dir.path, own);
+  CHECK(private_cache_dir_under(dir.path) == fallback);
+}
+
+}  // namespace
 }  // namespace jitune

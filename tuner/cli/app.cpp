@@ -35,6 +35,7 @@ std::pair<std::string, std::map<std::string, std::string>> CliApp::chosen(const 
 CliApp::CliApp() {
   app_.require_subcommand(1);
   app_.fallthrough();
+  app_.set_version_flag("--version", "jitune " JITUNE_VERSION);
   app_.add_flag("--json", common_.json, "machine-readable JSON on stdout");
   app_.add_option("--cache", common_.cache, "user tuning cache file (default $JITUNE_CACHE_DIR/tuning.sqlite or "
                                             "~/.cache/jitune/tuning.sqlite)");
@@ -101,6 +102,8 @@ CliApp::CliApp() {
   revalidate_ = cache_->add_subcommand("revalidate", "re-time each stored winner and its best runners-up on this "
                                                      "device, driver and toolkit; update the records (no full re-tune)");
   revalidate_->add_option("--family", list_family_, "only this family");
+  paths_ = cache_->add_subcommand("paths", "where this jitune finds the user cache, the shipped caches and the "
+                                          "tuner's worker (no GPU needed)");
   revalidate_->add_option("--runners-up", runners_up_, "runners-up re-timed with each winner")->check(CLI::Range(0, 16));
 }
 
@@ -162,6 +165,7 @@ int CliApp::run() {
       if (*import_) return cache_import(common_, file_);
       if (*merge_) return cache_merge(common_, file_);
       if (*revalidate_) return cache_revalidate(common_, list_family_, runners_up_);
+      if (*paths_) return cache_paths(common_);
     }
   } catch (const NoDevice& e) {
     std::cerr << "jitune: no GPU: " << e.what() << "\n";

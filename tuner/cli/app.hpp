@@ -47,6 +47,7 @@ class CliApp {
   CLI::App* import_ = nullptr;
   CLI::App* merge_ = nullptr;
   CLI::App* revalidate_ = nullptr;
+  CLI::App* paths_ = nullptr;
   int runners_up_ = 2;
   bool force_ = false;
   FamilyOptions tune_families_, explain_families_, show_families_;

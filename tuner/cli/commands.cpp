@@ -16,6 +16,7 @@
 #include "runtime/stores.hpp"
 #include "templates/sources.hpp"
 #include "tuner/compile_pool.hpp"
+#include "tuner/runner.hpp"
 #include "tuner/tuner.hpp"
 
 namespace jitune::cli {
@@ -587,6 +588,28 @@ int cache_revalidate(const Common& common, const std::string& family_name, int r
   else
     std::printf("%d records re-timed on %s (winner + up to %d runners-up each), %d winners changed, %d records of "
                 "other devices left alone\n", checked, dev.name.c_str(), runners_up, changed, skipped);
+  return 0;
+}
+
+int cache_paths(const Common& common) {
+  const std::filesystem::path user = cache_path(common);
+  std::vector<std::string> shipped;
+  if (!common.no_shipped)
+    for (const auto& p : builtin_shipped_caches()) shipped.push_back(p.string());
+  const std::string worker = tuner::find_worker(), note = default_cache_dir_note();
+  if (common.json) {
+    json out = {{"user_cache", user.string()}, {"shipped_caches", shipped}, {"worker", worker}};
+    if (!note.empty()) out["note"] = note;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("user cache     %s\n", user.c_str());
+  if (!note.empty()) std::printf("               (%s)\n", note.c_str());
+  if (shipped.empty()) std::printf("shipped caches none found%s\n", common.no_shipped ? " (--no-shipped)" : "");
+  for (std::size_t i = 0; i < shipped.size(); ++i)
+    std::printf("%s%s\n", i == 0 ? "shipped caches " : "               ", shipped[i].c_str());
+  std::printf("worker         %s\n", worker.empty() ? "not found (tuning measures in-process only with --in-process)"
+                                                     : worker.c_str());
   return 0;
 }
 

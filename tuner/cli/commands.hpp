@@ -50,5 +50,8 @@ int cache_export(const Common& common, const std::string& file, bool replace_sym
 int cache_import(const Common& common, const std::string& file);
 int cache_merge(const Common& common, const std::string& file);
 int cache_revalidate(const Common& common, const std::string& family, int runners_up);
+/// Where this jitune looks: the user cache (and any note about its folder), the shipped caches it found, the
+/// tuner's worker. Needs no GPU.
+int cache_paths(const Common& common);
 
 }  // namespace jitune::cli
