@@ -1,5 +1,5 @@
 // Store implementation: the schema (creation, version checks), opening read-write or read-only, the records'
-// and measurements' queries, and the import / merge policy (validate, then keep the faster record per key)
+// and measurements' queries, and the import / merge policy (validate; new keys added, a stored record replaced by a faster one only when trusted)
 // over the SQLite wrapper (cache/sqlite.hpp) and the JSON Lines format (cache/jsonl.hpp).
 #include "cache/store.hpp"
 
@@ -307,10 +307,10 @@ struct Store::Impl {
     Record record;
   };
 
-  // Validates `incoming` (shape, then `validate`), then writes the accepted records in one transaction,
-  // keeping the faster record per key.
+  // Validates `incoming` (shape, then `validate`), then writes the accepted records in one transaction: new keys
+  // added; a stored record replaced only when `trust` and the incoming one is faster.
   ImportReport import_records(std::vector<Incoming> incoming, ImportReport report,
-                              const RecordValidator& validate, const std::string& what) {
+                              const RecordValidator& validate, const std::string& what, bool trust) {
     auto prefix = [](std::size_t line) {
       return line == 0 ? std::string() : "line " + std::to_string(line) + ": ";
     };
@@ -336,15 +336,22 @@ struct Store::Impl {
           bind_key(existing, item.record.key);
           if (existing.step()) existing_time = existing.real(0);
         }
+        const bool faster = existing_time && item.record.time_us < *existing_time;
         if (!existing_time) {
           ++attempt.added;
-        } else if (item.record.time_us < *existing_time) {
+        } else if (faster && trust) {
           ++attempt.replaced;
           attempt.issues.push_back({item.line, prefix(item.line) + "replaced " + describe(item.record.key) +
                                                    ": " + format_number(*existing_time) + " us -> " +
                                                    format_number(item.record.time_us) + " us"});
         } else {
           ++attempt.kept;
+          if (faster)
+            attempt.issues.push_back(
+                {item.line, prefix(item.line) + "kept the stored " + describe(item.record.key) + " (" +
+                                format_number(*existing_time) + " us) over the incoming claim of " +
+                                format_number(item.record.time_us) + " us: an import never replaces a stored " +
+                                "record; pass --trust to take it, or re-time here with jitune cache revalidate"});
           continue;
         }
         insert_record(item.record);
@@ -492,7 +499,7 @@ void Store::export_jsonl(const std::filesystem::path& out, bool replace_symlink)
   write_jsonl(out, records(), replace_symlink);
 }
 
-ImportReport Store::import_jsonl(const std::filesystem::path& in, const RecordValidator& validate) {
+ImportReport Store::import_jsonl(const std::filesystem::path& in, const RecordValidator& validate, bool trust) {
   impl_->db.require_writable("import " + in.string());
   JsonlContents contents = read_jsonl(in);
   std::vector<Impl::Incoming> incoming;
@@ -500,15 +507,15 @@ ImportReport Store::import_jsonl(const std::filesystem::path& in, const RecordVa
   ImportReport report;
   report.rejected = contents.rejected.size();
   report.issues = std::move(contents.rejected);
-  return impl_->import_records(std::move(incoming), std::move(report), validate, "import " + in.string());
+  return impl_->import_records(std::move(incoming), std::move(report), validate, "import " + in.string(), trust);
 }
 
-ImportReport Store::merge_from(const Store& other, const RecordValidator& validate) {
+ImportReport Store::merge_from(const Store& other, const RecordValidator& validate, bool trust) {
   impl_->db.require_writable("merge " + other.path().string() + " into it");
   std::vector<Impl::Incoming> incoming;
   for (Record& record : other.records()) incoming.push_back({0, std::move(record)});
   return impl_->import_records(std::move(incoming), ImportReport{}, validate,
-                               "merge " + other.path().string());
+                               "merge " + other.path().string(), trust);
 }
 
 }  // namespace jitune::cache

@@ -1,5 +1,5 @@
 // Store: the SQLite tuning database (schema + migrations, keys, the lookups' raw queries, the import / merge
-// policy: validate, then keep the faster record per key). WAL mode, busy timeout, prepared statements only
+// policy: validate; new keys added; a stored record replaced by a faster incoming one only when trusted). WAL mode, busy timeout, prepared statements only
 // (cache/sqlite.hpp); the JSON Lines format is cache/jsonl.hpp. sqlite3.h stays out of this header.
 #pragma once
 
@@ -29,10 +29,11 @@ struct ImportIssue {
 /// Outcome of import / merge.
 struct ImportReport {
   std::size_t added = 0;            ///< New keys.
-  std::size_t replaced = 0;         ///< Existing keys whose record was slower than the incoming one.
-  std::size_t kept = 0;             ///< Existing keys whose record was as fast or faster (incoming dropped).
+  std::size_t replaced = 0;         ///< Existing keys whose record was slower than the incoming one (trusted).
+  std::size_t kept = 0;             ///< Existing keys whose record stayed (incoming dropped).
   std::size_t rejected = 0;         ///< Invalid incoming records.
-  std::vector<ImportIssue> issues;  ///< One entry per rejected or replaced record.
+  /// One entry per rejected or replaced record, and per stored record kept over a faster incoming one.
+  std::vector<ImportIssue> issues;
 };
 
 /// Checks an incoming record (known family, config inside its space, parseable signature); returns what is
@@ -89,12 +90,14 @@ class Store {
   /// Writes every record as JSON Lines (one record a line, keys sorted, records in records() order) to `out`:
   /// a regular file (a symbolic link at `out` is replaced only with `replace_symlink`; see write_jsonl).
   void export_jsonl(const std::filesystem::path& out, bool replace_symlink = false) const;
-  /// Reads JSON Lines; each record is validated (shape, numbers, then `validate`); for a key already present
-  /// the faster record stays. Malformed lines are rejected with their line number; nothing is written on a
-  /// read error.
-  ImportReport import_jsonl(const std::filesystem::path& in, const RecordValidator& validate);
+  /// Reads JSON Lines; each record is validated (shape, numbers, then `validate`). A key not stored yet is added.
+  /// A stored record is never replaced by an incoming one unless `trust`: then the faster of the two stays. (An
+  /// incoming record is a claim made elsewhere; a stored one was measured or accepted here. A kept record that
+  /// the incoming one claims to beat is listed in the issues, saying how to take it.) Malformed lines are
+  /// rejected with their line number; nothing is written on a read error.
+  ImportReport import_jsonl(const std::filesystem::path& in, const RecordValidator& validate, bool trust = false);
   /// Same policy as import_jsonl, from another SQLite store.
-  ImportReport merge_from(const Store& other, const RecordValidator& validate);
+  ImportReport merge_from(const Store& other, const RecordValidator& validate, bool trust = false);
 
  private:
   struct Impl;

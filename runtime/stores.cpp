@@ -148,7 +148,21 @@ std::unique_ptr<cache::Store> open_user_store(const std::filesystem::path& path,
   }
 }
 std::string check_with_registry(const cache::Record& record) {
-  return check_tuned_config(record.key.family, record.key.signature, record.config);
+  if (std::string why = check_tuned_config(record.key.family, record.key.signature, record.config); !why.empty())
+    return why;
+  // A shared file must not decide every user's kernel with an impossible time (1e-300 us once replaced a real
+  // measurement): the floors below hold on any GPU.
+  const std::string claimed = " us is faster than any GPU could run it";
+  if (record.time_us < kLaunchFloorUs)
+    return "time_us " + cache::format_number(record.time_us) + claimed + " (a launch alone takes over " +
+           cache::format_number(kLaunchFloorUs) + " us)";
+  const Family& family = jitune::family(record.key.family);
+  const double bytes = family.parse_problem(record.key.signature)->bytes_moved();
+  const double floor_us = bytes / kPeakBytesPerSecond * 1e6;
+  if (record.time_us < floor_us)
+    return "time_us " + cache::format_number(record.time_us) + claimed + ": it moves " +
+           cache::format_number(bytes / 1e6) + " MB, at least " + cache::format_number(floor_us) + " us at 40 TB/s";
+  return {};
 }
 
 }  // namespace jitune

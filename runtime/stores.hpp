@@ -35,9 +35,15 @@ std::vector<std::filesystem::path> builtin_shipped_caches();
 std::unique_ptr<cache::Store> open_user_store(const std::filesystem::path& path,
                                               std::vector<std::string>& notes);
 
-/// What is wrong with an incoming record as the family registry sees it (unknown family, non-canonical
-/// signature, config outside the family's space); empty when nothing. The validator Store::import_jsonl and
-/// merge_from take.
+/// Times no GPU can beat: a kernel launch and its completion take at least kLaunchFloorUs, and no GPU moves data
+/// (its L2 included) faster than kPeakBytesPerSecond (H100: HBM3 3.35 TB/s, L2 under 12 TB/s).
+inline constexpr double kLaunchFloorUs = 0.5;
+inline constexpr double kPeakBytesPerSecond = 40e12;
+
+/// What is wrong with an incoming record as the family registry sees it: unknown family, non-canonical
+/// signature, config outside the family's space, or a time below what a GPU could physically do (the launch
+/// floor, or the problem's bytes moved at kPeakBytesPerSecond); empty when nothing. The validator
+/// Store::import_jsonl and merge_from take.
 std::string check_with_registry(const cache::Record& record);
 
 }  // namespace jitune

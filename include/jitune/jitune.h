@@ -356,10 +356,11 @@ typedef struct jitune_import_report {
 } jitune_import_report;
 
 /** Imports JSON Lines `file` into the tuning database `cache` (NULL: the default user cache; created when
- *  missing), keeping the faster record per key; each record is checked against the families. `file` must be a
- *  regular file of at most 256 MiB; lines over 64 KiB, nesting deeper than 8, text fields over 16 KiB and more
- *  than 64 features are rejected line by line (cache/jsonl.hpp). `report` (may be
- *  NULL) receives the counts. When any record is rejected the valid ones are still imported and the call
+ *  missing): new keys are added; a record already stored is never replaced (`jitune cache import --trust`
+ *  does that). Each record is checked against the families, and times no GPU could reach are rejected. `file`
+ *  must be a regular file of at most 256 MiB; lines over 64 KiB, nesting deeper than 8, text fields over 16 KiB
+ *  and more than 64 features are rejected line by line (cache/jsonl.hpp). `report` (may be NULL) receives the
+ *  counts. When any record is rejected the valid ones are still imported and the call
  * returns JITUNE_ERROR_INVALID_ARGUMENT, its message listing the rejected lines. Runtimes using `cache` see
  * the new records after jitune_runtime_reload. Needs no GPU. */
 JITUNE_API jitune_status jitune_cache_import(const char* cache, const char* file,

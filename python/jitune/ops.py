@@ -723,7 +723,8 @@ def export_cache(file, cache=None) -> int:
 
 def import_cache(file, cache=None) -> ImportReport:
     """Imports JSON Lines `file` into tuning database `cache` (default: the user cache runtimes use; created when
-    missing), keeping the faster record per key, and reloads the runtimes' decisions. Needs no GPU. When lines are
+    missing): new keys are added, a record already stored is never replaced (`jitune cache import --trust` does
+    that), times no GPU could reach are rejected; then the runtimes' decisions reload. Needs no GPU. When lines are
     rejected the valid ones are still imported and InvalidArgumentError is raised, its ``.report`` holding the
     counts."""
     r = _ImportReportStruct.make()

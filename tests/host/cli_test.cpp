@@ -165,17 +165,38 @@ TEST_CASE("cache list, show, export, import and merge") {
   CHECK(al.code == 1);
   CHECK(al.out.find("outside the elementwise space") != std::string::npos);
 
-  // Merge keeps the faster record and says what it replaced.
+  // Times no GPU could reach are rejected: below the launch floor, or more bytes than 40 TB/s moves.
+  std::ofstream(dir.path / "impossible.jsonl") << cache::to_json_line(sample_record(5000, 1e-300)) << "\n"
+                                               << cache::to_json_line(sample_record(1 << 28, 10.0)) << "\n";
+  Result impossible = run(other + " cache import " + (dir.path / "impossible.jsonl").string());
+  CHECK(impossible.code == 1);
+  CHECK_MESSAGE(impossible.out.find("line 1: rejected") != std::string::npos, impossible.out);
+  CHECK_MESSAGE(impossible.out.find("a launch alone takes over 0.5 us") != std::string::npos, impossible.out);
+  CHECK_MESSAGE(impossible.out.find("line 2: rejected") != std::string::npos, impossible.out);
+  CHECK_MESSAGE(impossible.out.find("at 40 TB/s") != std::string::npos, impossible.out);
+
+  // Merge never replaces a stored record unless --trust: without it the stored one stays and the report says
+  // how to take the faster claim; with it the faster record stays.
   {
     cache::Store s(dir.path / "faster.sqlite", cache::OpenMode::kReadWrite);
     s.put(sample_record(1000, 2.5));
   }
-  Result merge = run(dir.cache() + " cache merge " + (dir.path / "faster.sqlite").string());
+  auto time_of_n1000 = [&] {
+    cache::Store s(dir.path / "c.sqlite", cache::OpenMode::kReadOnly);
+    for (const auto& r : s.records())
+      if (r.key.signature.find("n=1000;") != std::string::npos || r.key.signature.ends_with("n=1000"))
+        return r.time_us;
+    return -1.0;
+  };
+  Result kept = run(dir.cache() + " cache merge " + (dir.path / "faster.sqlite").string());
+  CHECK(kept.code == 0);
+  CHECK_MESSAGE(kept.out.find("kept the stored") != std::string::npos, kept.out);
+  CHECK_MESSAGE(kept.out.find("--trust") != std::string::npos, kept.out);
+  CHECK(time_of_n1000() == 5.0);
+  Result merge = run(dir.cache() + " cache merge --trust " + (dir.path / "faster.sqlite").string());
   CHECK(merge.code == 0);
   CHECK(merge.out.find("1 replaced") != std::string::npos);
-  cache::Store s(dir.path / "c.sqlite", cache::OpenMode::kReadOnly);
-  for (const auto& r : s.records())
-    if (r.key.signature.find("n=1000") != std::string::npos) CHECK(r.time_us == 2.5);
+  CHECK(time_of_n1000() == 2.5);
 }
 
 TEST_CASE("a cache file that is not SQLite is reported and left untouched") {

@@ -198,7 +198,7 @@ TEST_CASE("import_jsonl of a file that cannot be read writes nothing") {
   CHECK(store.records().size() == 1);
 }
 
-TEST_CASE("import_jsonl and merge_from keep the faster record and report replacements") {
+TEST_CASE("import_jsonl and merge_from: trusted, the faster record stays; untrusted, the stored one") {
   TempDir dir;
   const RecordValidator accept_all = [](const Record&) { return std::string(); };
   auto with = [](const std::string& signature, double time_us, const std::string& config) {
@@ -221,7 +221,22 @@ TEST_CASE("import_jsonl and merge_from keep the faster record and report replace
     write_text(in, to_json_line(with("new", 7.0, "block=32")) + "\n" +
                        to_json_line(with("slow", 10.1, "block=256")) + "\n" +
                        to_json_line(with("fast", 6.0, "block=512")) + "\n");
-    const ImportReport report = store.import_jsonl(in, accept_all);
+    {  // untrusted (the default), into a second store holding the same records: a stored record always stays
+      Store untrusted(dir / "u.db", OpenMode::kReadWrite);
+      untrusted.put(with("slow", 12.3, "block=128"));
+      untrusted.put(with("fast", 5.0, "block=64"));
+      const ImportReport kept = untrusted.import_jsonl(in, accept_all);
+      CHECK(kept.added == 1);
+      CHECK(kept.replaced == 0);
+      CHECK(kept.kept == 2);
+      REQUIRE(kept.issues.size() == 1);  // "slow": the incoming claim is faster, so the report says how to take it
+      CHECK(kept.issues[0].line == 2);
+      CHECK(kept.issues[0].message.find("kept the stored permute [slow]") != std::string::npos);
+      CHECK(kept.issues[0].message.find("--trust") != std::string::npos);
+      CHECK(config_of(untrusted, "slow") == "block=128 " + std::to_string(12.3));
+      CHECK(config_of(untrusted, "new") == "block=32 " + std::to_string(7.0));
+    }
+    const ImportReport report = store.import_jsonl(in, accept_all, true);
     CHECK(report.added == 1);
     CHECK(report.replaced == 1);
     CHECK(report.kept == 1);
@@ -245,9 +260,12 @@ TEST_CASE("import_jsonl and merge_from keep the faster record and report replace
     other.put(with("new", 7.0, "block=32"));
     other.put(with("refused", 1.0, "block=7"));
     Store other_read_only(dir / "other.db", OpenMode::kReadOnly);
-    const ImportReport report = store.merge_from(other_read_only, [](const Record& record) {
-      return record.config == "block=7" ? std::string("config outside the space") : std::string();
-    });
+    const ImportReport report = store.merge_from(
+        other_read_only,
+        [](const Record& record) {
+          return record.config == "block=7" ? std::string("config outside the space") : std::string();
+        },
+        true);
     CHECK(report.added == 1);
     CHECK(report.replaced == 1);
     CHECK(report.kept == 1);

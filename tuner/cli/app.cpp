@@ -95,10 +95,15 @@ CliApp::CliApp() {
   export_ = cache_->add_subcommand("export", "write every record as JSON Lines (one record a line)");
   export_->add_option("file", file_, "output .jsonl file (only a regular file is replaced)")->required();
   export_->add_flag("--force", force_, "replace a symbolic link at the path (the link itself, not its target)");
-  import_ = cache_->add_subcommand("import", "read JSON Lines records (validated; the faster record of a key stays)");
+  import_ = cache_->add_subcommand("import", "read JSON Lines records (validated; new keys added, stored records kept "
+                                             "unless --trust)");
   import_->add_option("file", file_, "input .jsonl file")->required()->check(CLI::ExistingFile);
-  merge_ = cache_->add_subcommand("merge", "merge another SQLite cache (the faster record of a key stays)");
+  import_->add_flag("--trust", trust_, "let a faster incoming record replace a stored one (its time is taken on "
+                                       "faith: it was measured elsewhere)");
+  merge_ = cache_->add_subcommand("merge", "merge another SQLite cache (new keys added, stored records kept unless "
+                                           "--trust)");
   merge_->add_option("file", file_, "other .sqlite cache")->required()->check(CLI::ExistingFile);
+  merge_->add_flag("--trust", trust_, "let a faster incoming record replace a stored one");
   revalidate_ = cache_->add_subcommand("revalidate", "re-time each stored winner and its best runners-up on this "
                                                      "device, driver and toolkit; update the records (no full re-tune)");
   revalidate_->add_option("--family", list_family_, "only this family");
@@ -162,8 +167,8 @@ int CliApp::run() {
         return cache_show(common_, family, options, show_signature_);
       }
       if (*export_) return cache_export(common_, file_, force_);
-      if (*import_) return cache_import(common_, file_);
-      if (*merge_) return cache_merge(common_, file_);
+      if (*import_) return cache_import(common_, file_, trust_);
+      if (*merge_) return cache_merge(common_, file_, trust_);
       if (*revalidate_) return cache_revalidate(common_, list_family_, runners_up_);
       if (*paths_) return cache_paths(common_);
     }

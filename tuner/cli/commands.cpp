@@ -450,7 +450,7 @@ void print_report(const cache::ImportReport& rep, const Common& common) {
               << "\n";
     return;
   }
-  std::printf("%zu added, %zu replaced by faster records, %zu kept (existing as fast or faster), %zu rejected\n",
+  std::printf("%zu added, %zu replaced by faster records, %zu kept (the stored record stays), %zu rejected\n",
               rep.added, rep.replaced, rep.kept, rep.rejected);
   for (const auto& i : rep.issues) std::printf("  %s\n", i.message.c_str());  // each starts "line N: " where it has one
 }
@@ -521,17 +521,17 @@ int cache_export(const Common& common, const std::string& file, bool replace_sym
   return 0;
 }
 
-int cache_import(const Common& common, const std::string& file) {
+int cache_import(const Common& common, const std::string& file, bool trust) {
   cache::Store store(cache_path(common), cache::OpenMode::kReadWrite);
-  auto rep = store.import_jsonl(file, check_with_registry);
+  auto rep = store.import_jsonl(file, check_with_registry, trust);
   print_report(rep, common);
   return rep.rejected ? kExitError : 0;
 }
 
-int cache_merge(const Common& common, const std::string& file) {
+int cache_merge(const Common& common, const std::string& file, bool trust) {
   cache::Store other(file, cache::OpenMode::kReadOnly);
   cache::Store store(cache_path(common), cache::OpenMode::kReadWrite);
-  auto rep = store.merge_from(other, check_with_registry);
+  auto rep = store.merge_from(other, check_with_registry, trust);
   print_report(rep, common);
   return rep.rejected ? kExitError : 0;
 }

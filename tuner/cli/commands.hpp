@@ -47,8 +47,9 @@ int cache_list(const Common& common, const std::string& family);
 int cache_show(const Common& common, const std::string& family, const std::map<std::string, std::string>& problem,
                const std::string& signature);
 int cache_export(const Common& common, const std::string& file, bool replace_symlink);
-int cache_import(const Common& common, const std::string& file);
-int cache_merge(const Common& common, const std::string& file);
+/// Imports / merges records; a stored record is replaced (by a faster incoming one) only with `trust`.
+int cache_import(const Common& common, const std::string& file, bool trust);
+int cache_merge(const Common& common, const std::string& file, bool trust);
 int cache_revalidate(const Common& common, const std::string& family, int runners_up);
 /// Where this jitune looks: the user cache (and any note about its folder), the shipped caches it found, the
 /// tuner's worker. Needs no GPU.
