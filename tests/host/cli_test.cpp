@@ -67,7 +67,7 @@ TEST_CASE("devices and tune without a GPU say so plainly") {
     return;
   }
   Result d = run("devices");
-  CHECK(d.code == 0);
+  CHECK(d.code == 3);  // the README's exit code for "no GPU"
   CHECK(d.out.find("no CUDA device") != std::string::npos);
   Result t = run("tune elementwise --expr 'z = x * y' --dtype float32 --n 1000");
   CHECK(t.code == 3);
@@ -107,6 +107,42 @@ TEST_CASE("bad command lines are clear errors with distinct exit codes") {
   CHECK(run("tune").code == 2);
   CHECK(run("frobnicate").code == 2);
   CHECK(run("tune --suite default --family nosuch --dry-run").out.find("known families") != std::string::npos);
+  // A wrong name gets the list of right ones: families exit 1 (a bad value), commands 2 (a bad command line).
+  for (const char* line : {"tune nosuch", "explain nosuch --n 3", "cache show nosuch"}) {
+    Result r = run(line);
+    CHECK_MESSAGE(r.code == 1, line, ": ", r.out);
+    CHECK_MESSAGE(r.out.find("unknown family 'nosuch'; the families are elementwise") != std::string::npos, r.out);
+  }
+  Result command = run("frobnicate");
+  CHECK(command.out.find("unknown command 'frobnicate'; the commands are devices, tune") != std::string::npos);
+  Result cache_command = run("cache frob");
+  CHECK(cache_command.code == 2);
+  CHECK(cache_command.out.find("unknown cache command 'frob'") != std::string::npos);
+  // Options that would be ignored are errors.
+  const std::string problem = "tune elementwise --expr 'z = x' --dtype float32 --n 10 ";
+  for (const std::string extra : {"--arch sm_90", "--dry-run --no-store", "--dry-run --l2 warm", "--budget 5",
+                                  "--dry-run --configs 'block=256'"}) {
+    Result r = run(problem + extra);
+    CHECK_MESSAGE(r.code == 2, extra, ": ", r.out);
+    CHECK_MESSAGE(r.out.find("jitune tune: --") != std::string::npos, extra, ": ", r.out);
+  }
+  // With --json every error is one JSON object on stdout; messages never repeat their "jitune" prefix.
+  for (const char* line : {"--json tune nosuch", "--json frobnicate", "--json tune elementwise --dtype float32 "
+                           "--n 10 --dry-run", "--json --cache /nonexistent/dir/c.sqlite cache list"}) {
+    Result r = run(std::string(line) + " 2>/dev/null");
+    INFO(line, ": ", r.out);
+    CHECK(r.code != 0);
+    nlohmann::json j;
+    REQUIRE_NOTHROW(j = nlohmann::json::parse(r.out));
+    CHECK(j["error"]["exit_code"] == r.code);
+    CHECK(j["error"]["message"].get<std::string>().size() > 10);
+    CHECK(!j["error"]["kind"].get<std::string>().empty());
+  }
+  for (const char* line : {"--cache /nonexistent/dir/c.sqlite cache list", "tune elementwise --dtype float32 --n 10 "
+                           "--dry-run", "explain --suite default --family x"}) {
+    Result r = run(line);
+    CHECK_MESSAGE(r.out.find("jitune: jitune") == std::string::npos, r.out);
+  }
 }
 
 TEST_CASE("cache list, show, export, import and merge") {

@@ -2,6 +2,8 @@
 #include "tuner/cli/app.hpp"
 
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <string_view>
 
 #include <jitune/error.hpp>
 
@@ -35,6 +37,7 @@ std::pair<std::string, std::map<std::string, std::string>> CliApp::chosen(const 
 CliApp::CliApp() {
   app_.require_subcommand(1);
   app_.fallthrough();
+  app_.allow_extras();  // parse() names what nobody took (a wrong family name gets the family list)
   app_.set_version_flag("--version", "jitune " JITUNE_VERSION);
   app_.add_flag("--json", common_.json, "machine-readable JSON on stdout");
   app_.add_option("--cache", common_.cache, "user tuning cache file (default $JITUNE_CACHE_DIR/tuning.sqlite or "
@@ -112,26 +115,93 @@ CliApp::CliApp() {
   revalidate_->add_option("--runners-up", runners_up_, "runners-up re-timed with each winner")->check(CLI::Range(0, 16));
 }
 
+namespace {
+
+std::string family_list() {
+  std::string out;
+  for (const Family* f : families()) out += (out.empty() ? "" : ", ") + std::string(f->name());
+  return out;
+}
+
+}  // namespace
+
+int CliApp::fail(int code, const std::string& kind, const std::string& message, bool print) const {
+  if (!print) return code;
+  if (json_requested_) {
+    std::cout << nlohmann::json{{"error", {{"exit_code", code}, {"kind", kind}, {"message", message}}}}.dump(2)
+              << "\n";
+  } else {
+    // Each thing said once: messages that already name jitune ("jitune store ...") get no second prefix.
+    std::cerr << (message.rfind("jitune", 0) == 0 ? "" : "jitune: ") << message << "\n";
+  }
+  return code;
+}
+
 std::optional<int> CliApp::parse(int argc, const char* const* argv, bool print) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--json") json_requested_ = true;  // errors before parsing finishes too
   try {
     app_.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return print ? app_.exit(e) : 0;
+  } catch (const CLI::CallForVersion& e) {
+    return print ? app_.exit(e) : 0;
   } catch (const CLI::ParseError& e) {
-    if (!print) return e.get_exit_code() == 0 ? 0 : kExitUsage;
-    const int code = app_.exit(e);
-    return code == 0 ? 0 : kExitUsage;
+    if (std::optional<int> code = unknown_name(print)) return *code;
+    return fail(kExitUsage, "usage", std::string(e.what()) + "; run with --help for the commands and options", print);
+  }
+  if (std::optional<int> code = unknown_name(print)) return *code;
+  const std::vector<std::string> extra = app_.remaining(true);
+  if (!extra.empty()) {
+    std::string words;
+    for (const std::string& w : extra) words += (words.empty() ? "" : " ") + w;
+    return fail(kExitUsage, "usage", "unexpected argument(s): " + words + "; run with --help", print);
   }
   if (*tune_) {
     auto [family, options] = chosen(tune_families_);
     tune_args_.family = family;
     tune_args_.problem = options;
-    if (family.empty() && tune_args_.suite.empty()) {
-      if (print)
-        std::cerr << "jitune tune: name a family (jitune tune elementwise --expr 'z = x * y' --dtype float32 --n "
-                     "1048576) or a suite (jitune tune --suite default)\n";
-      return kExitUsage;
-    }
+    if (family.empty() && tune_args_.suite.empty())
+      return fail(kExitUsage, "usage",
+                  "jitune tune: name a family (jitune tune elementwise --expr 'z = x * y' --dtype float32 --n "
+                  "1048576) or a suite (jitune tune --suite default)",
+                  print);
+    if (std::string why = ignored_tune_options(); !why.empty()) return fail(kExitUsage, "usage", why, print);
   }
   return std::nullopt;
+}
+
+std::optional<int> CliApp::unknown_name(bool print) const {
+  // Arguments nobody took: a first word that is no command, or after tune / explain / cache show a word that is no
+  // family, is a wrong name: say which names there are.
+  const std::vector<std::string> extra = app_.remaining(true);
+  if (extra.empty() || extra.front().rfind("-", 0) == 0) return std::nullopt;
+  const std::string& word = extra.front();
+  if (!*devices_ && !*tune_ && !*explain_ && !*cache_)
+    return fail(kExitUsage, "usage", "unknown command '" + word + "'; the commands are devices, tune, explain and cache",
+                print);
+  if (*cache_ && !*list_ && !*show_ && !*export_ && !*import_ && !*merge_ && !*revalidate_ && !*paths_)
+    return fail(kExitUsage, "usage", "unknown cache command '" + word + "'; they are list, show, export, import, "
+                "merge, revalidate and paths", print);
+  if ((*tune_ || *explain_ || *show_) && !find_family(word))
+    return fail(kExitError, "invalid_argument", "unknown family '" + word + "'; the families are " + family_list(),
+                print);
+  return std::nullopt;
+}
+
+std::string CliApp::ignored_tune_options() const {
+  const TuneArgs& t = tune_args_;
+  const auto given = [&](const char* option) { return tune_->count(option) > 0; };
+  if (given("--arch") && !t.dry_run) return "jitune tune: --arch names the target of a --dry-run compile; add --dry-run or drop it";
+  if (t.dry_run)
+    for (const char* option : {"--no-store", "--l2", "--in-process", "--min-time-ms", "--configs"})
+      if (given(option))
+        return std::string("jitune tune: ") + option + " has no effect with --dry-run (nothing is timed or stored); drop one of them";
+  if (given("--budget") && t.strategy != "random")
+    return "jitune tune: --budget is the random strategy's sample size; add --strategy random or drop it";
+  if (given("--family") && t.suite.empty())
+    return "jitune tune: --family filters a suite; add --suite default, or name the family as the subcommand";
+  return {};
 }
 
 void CliApp::check_problem() const {
@@ -173,14 +243,19 @@ int CliApp::run() {
       if (*paths_) return cache_paths(common_);
     }
   } catch (const NoDevice& e) {
-    std::cerr << "jitune: no GPU: " << e.what() << "\n";
-    return kExitNoDevice;
+    return fail(kExitNoDevice, "no_device", std::string("no GPU: ") + e.what(), true);
+  } catch (const CompileError& e) {
+    return fail(kExitError, "compile", e.what(), true);
+  } catch (const StoreError& e) {
+    return fail(kExitError, "store", e.what(), true);
+  } catch (const InvalidArgument& e) {
+    return fail(kExitError, "invalid_argument", e.what(), true);
+  } catch (const CudaError& e) {
+    return fail(kExitError, "cuda", e.what(), true);
   } catch (const std::exception& e) {
-    std::cerr << "jitune: " << e.what() << "\n";
-    return kExitError;
+    return fail(kExitError, "error", e.what(), true);
   }
-  std::cerr << app_.help();
-  return kExitUsage;
+  return fail(kExitUsage, "usage", "no command given; run with --help", true);
 }
 
 }  // namespace jitune::cli

@@ -30,6 +30,13 @@ class CliApp {
     std::map<std::string, CLI::App*> subs;
   };
   void add_problem_options(CLI::App& parent, FamilyOptions& into, const std::string& what);
+  /// Reports an error: with --json one object {"error": {exit_code, kind, message}} on stdout, else the message on
+  /// stderr (prefixed "jitune: " unless it names jitune already); returns `code`. Silent unless `print`.
+  int fail(int code, const std::string& kind, const std::string& message, bool print) const;
+  /// The error exit for a wrong command or family name among the arguments nobody took, if there is one.
+  std::optional<int> unknown_name(bool print) const;
+  /// Why a tune command line holds an option that would be ignored (--arch without --dry-run, ...); empty if none.
+  std::string ignored_tune_options() const;
   static std::map<std::string, std::string> given(CLI::App* sub, const std::map<std::string, std::string>& values);
   /// The family subcommand chosen under `parent`, and its given options.
   std::pair<std::string, std::map<std::string, std::string>> chosen(const FamilyOptions& f) const;
@@ -50,6 +57,7 @@ class CliApp {
   CLI::App* paths_ = nullptr;
   int runners_up_ = 2;
   bool force_ = false, trust_ = false;
+  bool json_requested_ = false;  ///< --json anywhere on the command line (errors then come as JSON too).
   FamilyOptions tune_families_, explain_families_, show_families_;
   std::string explain_signature_, show_signature_, list_family_, file_, explain_suite_;
 };

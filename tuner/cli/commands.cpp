@@ -304,7 +304,7 @@ int devices(const Common& common) {
     const std::string why = device_unavailable_reason();
     if (common.json) std::cout << json{{"devices", out}, {"reason", why}}.dump(2) << "\n";
     else std::printf("no CUDA device: %s\n", why.c_str());
-    return 0;
+    return kExitNoDevice;
   }
   for (int i = 0; i < n; ++i) {
     RuntimeOptions o = runtime_options(common);
