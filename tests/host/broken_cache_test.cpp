@@ -63,13 +63,16 @@ bool mentions(const std::vector<std::string>& notes, const std::string& text) {
   return false;
 }
 
-// Runs `body` in a child process as user nobody (root ignores file permissions); true when it returned true.
+// Runs `body` in a child process where file permissions apply: as root (which ignores them) the child first
+// becomes user nobody; any other user runs it as itself. True when it returned true.
 template <class F>
 bool as_nobody(F&& body) {
   const pid_t pid = fork();
   if (pid == 0) {
-    const passwd* pw = getpwnam("nobody");
-    if (!pw || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) _exit(3);
+    if (geteuid() == 0) {
+      const passwd* pw = getpwnam("nobody");
+      if (!pw || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) _exit(3);
+    }
     _exit(body() ? 0 : 1);
   }
   int status = 0;
