@@ -233,12 +233,14 @@ def _elementwise_check(expr: str, inputs: Sequence[torch.Tensor]):
 def _elementwise_regular(inputs) -> bool:
     """One dtype among jitune's floats, one shape, one device, all contiguous: the common case, checked cheaply."""
     first = inputs[0]
-    if first.dtype not in _FLOATS or len(inputs) > 8:
+    dtype = first.dtype
+    if dtype not in _FLOATS or len(inputs) > 8 or not first.is_contiguous():
         return False
-    dtype, shape, dev = first.dtype, first.shape, first.get_device()
-    for t in inputs:
-        if t.dtype is not dtype or t.get_device() != dev or not t.is_contiguous() or t.shape != shape:
-            return False
+    if len(inputs) > 1:
+        shape, dev = first.shape, first.get_device()
+        for t in inputs[1:]:
+            if t.dtype is not dtype or t.get_device() != dev or not t.is_contiguous() or t.shape != shape:
+                return False
     return True
 
 
@@ -256,7 +258,8 @@ def _elementwise_cuda(expr: str, inputs):
     text = _EXPRESSIONS.get(expr)
     if text is None:
         text = _EXPRESSIONS[expr] = expr.encode()
-    status = _C.jitune_elementwise((_handles.get(dev) or _runtime_for(dev)), text, pointers, len(inputs), out.data_ptr(), n,
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_elementwise(rt, text, pointers, len(inputs), out.data_ptr(), n,
                                    _DTYPE[first.dtype], _raw_stream(dev))
     if status:
         _check(status)
@@ -307,7 +310,8 @@ def _permute_cuda(x: torch.Tensor, perm):
         return out
     x = _contiguous(x)
     dev = _device(x)
-    status = _C.jitune_permute((_handles.get(dev) or _runtime_for(dev)), x.data_ptr(), out.data_ptr(), args[1], args[2], len(perm),
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_permute(rt, x.data_ptr(), out.data_ptr(), args[1], args[2], len(perm),
                                _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
@@ -394,7 +398,8 @@ def _upsample_cuda(x, output_size, scale_h=None, scale_w=None, exact=False):
         return out
     shape = _upsample_shape(x.shape, output_size, scale_h, scale_w, exact, _NHWC if nhwc else _NCHW, x.dtype)
     dev = _device(x)
-    status = _C.jitune_upsample_nearest2d((_handles.get(dev) or _runtime_for(dev)), ctypes.byref(shape), x.data_ptr(), out.data_ptr(),
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_upsample_nearest2d(rt, ctypes.byref(shape), x.data_ptr(), out.data_ptr(),
                                           _raw_stream(dev))
     if status:
         _check(status)
@@ -419,7 +424,8 @@ def _upsample_bwd_cuda(grad_output, input_size, output_size, scale_h=None, scale
     shape = _upsample_shape(input_size, output_size, scale_h, scale_w, exact, _NHWC if nhwc else _NCHW,
                             grad_output.dtype)
     dev = _device(grad_output)
-    status = _C.jitune_upsample_nearest2d_backward((_handles.get(dev) or _runtime_for(dev)), ctypes.byref(shape), grad_output.data_ptr(),
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_upsample_nearest2d_backward(rt, ctypes.byref(shape), grad_output.data_ptr(),
                                                    grad_input.data_ptr(), _raw_stream(dev))
     if status:
         _check(status)
@@ -528,7 +534,8 @@ def _index_add_into(out, index, src, alpha, check_indices):
         src = src.contiguous()
     rows = out.shape[0]
     dev = out.get_device()
-    status = _C.jitune_index_add((_handles.get(dev) or _runtime_for(dev)), out.data_ptr(), rows, index.data_ptr(), count,
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_index_add(rt, out.data_ptr(), rows, index.data_ptr(), count,
                                  _DTYPE[index.dtype], src.data_ptr(), src.shape[0], total // rows, _DTYPE[out.dtype],
                                  alpha, check_indices, _raw_stream(dev))
     if status:
@@ -540,7 +547,8 @@ def _scatter_add_into(out, index, src, alpha, check_indices):
         return
     index, src = _contiguous(index), _contiguous(src)
     dev = _device(out)
-    status = _C.jitune_scatter_add((_handles.get(dev) or _runtime_for(dev)), out.data_ptr(), out.shape[0], index.data_ptr(),
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_scatter_add(rt, out.data_ptr(), out.shape[0], index.data_ptr(),
                                    index.shape[0], _DTYPE[index.dtype], src.data_ptr(), src.shape[0],
                                    _DTYPE[out.dtype], alpha, 1 if check_indices else 0, _raw_stream(dev))
     if status:
@@ -682,7 +690,8 @@ def _dot_cuda(x, y):
     out = x.new_empty(())
     x, y = _contiguous(x), _contiguous(y)
     dev = _device(x)
-    status = _C.jitune_dot((_handles.get(dev) or _runtime_for(dev)), x.data_ptr(), y.data_ptr(), x.shape[0], out.data_ptr(),
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_dot(rt, x.data_ptr(), y.data_ptr(), x.shape[0], out.data_ptr(),
                            _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
@@ -765,7 +774,8 @@ def _conv_cuda(x, w, bias, stride, padding, dilation):
     bias_ptr = None if bias is None else _contiguous(bias).data_ptr()
     params = _conv_params_for(x, w, stride, padding, dilation)
     dev = _device(x)
-    status = _C.jitune_conv2d((_handles.get(dev) or _runtime_for(dev)), x.data_ptr(), w.data_ptr(), bias_ptr, out.data_ptr(),
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_conv2d(rt, x.data_ptr(), w.data_ptr(), bias_ptr, out.data_ptr(),
                               ctypes.byref(params), _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
@@ -846,7 +856,8 @@ def _reduce_cuda(x, op):
     if not x.is_contiguous():
         x = x.contiguous()
     dev = x.get_device()
-    status = _C.jitune_reduce_rows((_handles.get(dev) or _runtime_for(dev)), x.data_ptr(), out.data_ptr(), rows, cols, _REDUCE_OPS[op],
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_reduce_rows(rt, x.data_ptr(), out.data_ptr(), rows, cols, _REDUCE_OPS[op],
                                    _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)

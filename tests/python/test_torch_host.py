@@ -47,8 +47,8 @@ def test_fake_shapes_follow_the_ops(fake):
     w = cuda(4, 3, 3, 2, dtype=torch.float16)
     assert jt.conv2d(x, w).shape == (2, 4, 3, 6)
     for geometry in (dict(stride=2, padding=1, dilation=(1, 2)), dict(stride=(1, 3), padding=(0, 2))):
-        want = torch.nn.functional.conv2d(torch.empty(2, 3, 5, 7, device="meta"), torch.empty(4, 3, 3, 2, device="meta"),
-                                          **geometry).shape
+        image, weight = torch.empty(2, 3, 5, 7, device="meta"), torch.empty(4, 3, 3, 2, device="meta")
+        want = torch.nn.functional.conv2d(image, weight, **geometry).shape
         assert jt.conv2d(x, w, cuda(4, dtype=torch.float16), **geometry).shape == want
     assert jt.sum_rows(x).shape == (2, 3, 5) and jt.amax_rows(cuda(9)).shape == ()
     assert jt.dot(cuda(8), cuda(8)).shape == ()
