@@ -75,6 +75,37 @@ TEST_CASE("devices and tune without a GPU say so plainly") {
   CHECK(t.out.find("--dry-run") != std::string::npos);
 }
 
+TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shipped caches") {
+  if (device_count() > 0) {
+    MESSAGE("a GPU is present: explain uses it; this case checks the machine without one");
+    return;
+  }
+  Dir dir;  // an empty user cache folder: a fresh machine
+  const std::string fresh = "--cache " + (dir.path / "none.sqlite").string();
+  Result suite = run("--json " + fresh + " explain --suite default");
+  REQUIRE_MESSAGE(suite.code == 0, suite.out);
+  const auto j = nlohmann::json::parse(suite.out);
+  CHECK(j["device"].get<std::string>().find("NVIDIA H100 80GB HBM3") == 0);
+  std::size_t exact = 0;
+  for (const auto& c : j["cases"]) exact += c["level"] == "exact";
+  CHECK(exact == j["cases"].size());  // the shipped H100 cache covers the default suite
+  CHECK(j["cases"].size() > 50);
+  Result one = run(fresh + " explain --device-name 'NVIDIA H100 80GB HBM3' permute --dtype float32 --shape 8192x8192 "
+                   "--perm 1,0");
+  CHECK_MESSAGE(one.code == 0, one.out);
+  CHECK(one.out.find("level     exact") != std::string::npos);
+  CHECK(one.out.find("none yet") != std::string::npos);  // the missing user cache is a note, not an error
+  Result unknown = run(fresh + " explain --device-name 'Some GPU' permute --dtype float32 --shape 8x8 --perm 1,0");
+  CHECK(unknown.code == 1);
+  CHECK(unknown.out.find("they hold 'NVIDIA H100 80GB HBM3'") != std::string::npos);
+  Result list = run("--json " + fresh + " cache list");
+  REQUIRE_MESSAGE(list.code == 0, list.out);
+  const auto records = nlohmann::json::parse(list.out);
+  CHECK(records.size() == j["cases"].size());
+  CHECK(records[0]["source"].get<std::string>().find("shipped") != std::string::npos);
+  CHECK(nlohmann::json::parse(run("--json --no-shipped " + fresh + " cache list").out).empty());
+}
+
 TEST_CASE("dry run compiles the space and reports resources as JSON") {
   Result r = run("--json tune elementwise --expr 'z = x + y' --dtype float16 --n 4097 --dry-run --threads 2");
   REQUIRE_MESSAGE(r.code == 0, r.out);
@@ -128,7 +159,8 @@ TEST_CASE("bad command lines are clear errors with distinct exit codes") {
   }
   // With --json every error is one JSON object on stdout; messages never repeat their "jitune" prefix.
   for (const char* line : {"--json tune nosuch", "--json frobnicate", "--json tune elementwise --dtype float32 "
-                           "--n 10 --dry-run", "--json --cache /nonexistent/dir/c.sqlite cache list"}) {
+                           "--n 10 --dry-run", "--json --cache /nonexistent/dir/c.sqlite cache export /tmp/x.jsonl",
+                           "--json explain --device-name nosuch --suite default"}) {
     Result r = run(std::string(line) + " 2>/dev/null");
     INFO(line, ": ", r.out);
     CHECK(r.code != 0);
@@ -138,8 +170,8 @@ TEST_CASE("bad command lines are clear errors with distinct exit codes") {
     CHECK(j["error"]["message"].get<std::string>().size() > 10);
     CHECK(!j["error"]["kind"].get<std::string>().empty());
   }
-  for (const char* line : {"--cache /nonexistent/dir/c.sqlite cache list", "tune elementwise --dtype float32 --n 10 "
-                           "--dry-run", "explain --suite default --family x"}) {
+  for (const char* line : {"--cache /nonexistent/dir/c.sqlite cache export /tmp/x.jsonl", "tune elementwise --dtype "
+                           "float32 --n 10 --dry-run", "explain --suite default --family x"}) {
     Result r = run(line);
     CHECK_MESSAGE(r.out.find("jitune: jitune") == std::string::npos, r.out);
   }
@@ -152,7 +184,7 @@ TEST_CASE("cache list, show, export, import and merge") {
     s.put(sample_record(1000, 5.0));
     s.put(sample_record(2000, 6.0));
   }
-  Result list = run("--json " + dir.cache() + " cache list");
+  Result list = run("--json --no-shipped " + dir.cache() + " cache list");
   REQUIRE_MESSAGE(list.code == 0, list.out);
   auto j = nlohmann::json::parse(list.out);
   CHECK(j.size() == 2);

@@ -44,6 +44,8 @@ CliApp::CliApp() {
                                             "~/.cache/jitune/tuning.sqlite)");
   app_.add_flag("--no-shipped", common_.no_shipped, "ignore the shipped (pre-tuned) caches");
   app_.add_option("--device", common_.device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
+  app_.add_option("--device-name", common_.device_name, "explain for this device from the caches' records, without "
+                                                        "a GPU (e.g. 'NVIDIA H100 80GB HBM3'; default: the only one)");
 
   devices_ = app_.add_subcommand("devices", "list CUDA devices and their facts");
 

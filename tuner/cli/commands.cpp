@@ -381,24 +381,113 @@ int tune(const Common& common, const TuneArgs& args) {
   return output.failures ? kExitError : 0;
 }
 
+namespace {
+
+// The caches a runtime would read, opened read-only: the user cache when it exists, then the shipped ones (unless
+// --no-shipped). A cache that does not exist yet is a note, not an error (a fresh machine has none).
+struct ReadOnlyStores {
+  std::vector<std::unique_ptr<cache::Store>> owned;
+  std::vector<const cache::Store*> view;
+  std::vector<std::string> notes;
+};
+
+ReadOnlyStores open_read_only_stores(const Common& common) {
+  ReadOnlyStores s;
+  const std::filesystem::path user = cache_path(common);
+  std::error_code ec;
+  if (std::filesystem::exists(user, ec)) s.owned.push_back(std::make_unique<cache::Store>(user, cache::OpenMode::kReadOnly));
+  else s.notes.push_back("user cache " + user.string() + ": none yet (jitune tune writes it)");
+  if (!common.no_shipped)
+    for (const auto& p : builtin_shipped_caches()) {
+      try {
+        s.owned.push_back(std::make_unique<cache::Store>(p, cache::OpenMode::kReadOnly));
+      } catch (const StoreError& e) {
+        s.notes.push_back(std::string("shipped cache skipped: ") + e.what());
+      }
+    }
+  for (const auto& store : s.owned) s.view.push_back(store.get());
+  return s;
+}
+
+// Without a GPU: the device --device-name names (or the only one the caches hold), with the compute capability and
+// SM count of its records on nominal figures of its architecture.
+DeviceInfo offline_device(const Common& common, const std::vector<const cache::Store*>& stores) {
+  std::map<std::string, std::pair<int, int>> devices;  // name -> (cc, sm_count)
+  for (const cache::Store* store : stores)
+    for (const auto& r : store->records()) devices.emplace(r.key.device_name, std::make_pair(r.key.cc, r.key.sm_count));
+  std::string names;
+  for (const auto& [name, facts] : devices) names += (names.empty() ? "'" : ", '") + name + "'";
+  std::string name = common.device_name;
+  if (name.empty()) {
+    if (devices.size() != 1)
+      throw InvalidArgument(devices.empty()
+                                ? "no GPU and no tuned records to explain from; run on a GPU, or import records"
+                                : "no GPU: name the device to explain for with --device-name (the caches hold " +
+                                      names + ")");
+    name = devices.begin()->first;
+  }
+  const auto found = devices.find(name);
+  if (found == devices.end())
+    throw InvalidArgument("no tuned record for device '" + name + "' in the caches" +
+                          (names.empty() ? std::string() : " (they hold " + names + ")"));
+  DeviceInfo device = nominal_device(found->second.first);
+  device.name = name;
+  device.sm_count = found->second.second;
+  device.ordinal = -1;
+  return device;
+}
+
+// explain's answers: the runtime's on a GPU; without one (or with --device-name) the dispatcher's own search over
+// the caches, for the named device.
+class Explainer {
+ public:
+  explicit Explainer(const Common& common) {
+    if (common.device_name.empty() && device_count() > 0) {
+      runtime_ = std::make_unique<Runtime>(runtime_options(common));
+      device_ = runtime_->device().name;
+      return;
+    }
+    stores_ = open_read_only_stores(common);
+    device_info_ = offline_device(common, stores_.view);
+    device_ = device_info_.name + " (from its tuned records, without a GPU)";
+  }
+  Explanation explain(const Family& family, const std::string& signature) {
+    if (runtime_) return runtime_->explain(family.name(), signature);
+    const auto problem = family.parse_problem(signature);
+    Explanation x = lookup_decision(family, *problem, device_info_, compiler_.nvrtc_version(), stores_.view).explanation;
+    x.notes.insert(x.notes.begin(), stores_.notes.begin(), stores_.notes.end());
+    return x;
+  }
+  const std::string& device() const noexcept { return device_; }
+
+ private:
+  std::unique_ptr<Runtime> runtime_;
+  ReadOnlyStores stores_;
+  DeviceInfo device_info_;
+  Compiler compiler_;  // NVRTC's version is part of a record's key
+  std::string device_;
+};
+
+}  // namespace
+
 int explain(const Common& common, const std::string& family_name, const std::map<std::string, std::string>& options,
             const std::string& signature) {
   const Family& f = family(family_name);
   const std::string sig = make_problem(f, options, signature)->signature();
-  Runtime rt(runtime_options(common));
-  Explanation x = rt.explain(family_name, sig);
+  Explainer explainer(common);
+  Explanation x = explainer.explain(f, sig);
   if (common.json) {
     std::cout << json{{"family", x.family}, {"signature", x.signature}, {"config", x.config},
                       {"level", match_level_name(x.level)}, {"source", x.source},
                       {"matched_signature", x.matched_signature}, {"matched_device", x.matched_device},
                       {"time_us", x.time_us}, {"default_time_us", x.default_time_us},
-                      {"heuristic_config", x.heuristic_config}, {"device", rt.device().name}, {"notes", x.notes}}
+                      {"heuristic_config", x.heuristic_config}, {"device", explainer.device()}, {"notes", x.notes}}
                      .dump(2)
               << "\n";
     return 0;
   }
   std::printf("%s %s on %s\n  config    %s\n  level     %s\n  source    %s\n", x.family.c_str(), x.signature.c_str(),
-              rt.device().name.c_str(), x.config.c_str(), std::string(match_level_name(x.level)).c_str(),
+              explainer.device().c_str(), x.config.c_str(), std::string(match_level_name(x.level)).c_str(),
               x.source.c_str());
   if (x.level != MatchLevel::kHeuristic) {
     std::printf("  matched   %s on %s\n", x.matched_signature.c_str(), x.matched_device.c_str());
@@ -410,14 +499,14 @@ int explain(const Common& common, const std::string& family_name, const std::map
 }
 
 int explain_suite(const Common& common) {
-  Runtime rt(runtime_options(common));
+  Explainer explainer(common);
   json out = json::array();
   std::map<std::string, int> levels;
   if (!common.json)
     std::printf("%-42s %-18s %-44s %s\n", "case", "level", "config", "source");
   for (const Family* f : families())
     for (const auto& [name, signature] : f->default_suite()) {
-      Explanation x = rt.explain(f->name(), signature);
+      Explanation x = explainer.explain(*f, signature);
       ++levels[std::string(match_level_name(x.level))];
       if (common.json)
         out.push_back({{"case", name}, {"family", x.family}, {"signature", x.signature}, {"config", x.config},
@@ -427,11 +516,11 @@ int explain_suite(const Common& common) {
                     x.config.c_str(), x.source.c_str());
     }
   if (common.json) {
-    std::cout << json{{"device", rt.device().name}, {"cases", out}}.dump(2) << "\n";
+    std::cout << json{{"device", explainer.device()}, {"cases", out}}.dump(2) << "\n";
   } else {
     std::string summary;
     for (auto& [level, n] : levels) summary += " " + level + "=" + std::to_string(n);
-    std::printf("%s:%s\n", rt.device().name.c_str(), summary.c_str());
+    std::printf("%s:%s\n", explainer.device().c_str(), summary.c_str());
   }
   return 0;
 }
@@ -458,22 +547,30 @@ void print_report(const cache::ImportReport& rep, const Common& common) {
 }  // namespace
 
 int cache_list(const Common& common, const std::string& family_name) {
-  cache::Store store(cache_path(common), cache::OpenMode::kReadOnly);
+  // What a runtime reads: the user cache (when it exists) and the shipped caches (unless --no-shipped).
+  const ReadOnlyStores stores = open_read_only_stores(common);
   json out = json::array();
-  if (!common.json)
-    std::printf("%-12s %-48s %-26s %-36s %10s %8s\n", "family", "signature", "device", "config", "time us", "speedup");
-  for (const auto& r : store.records()) {
-    if (!family_name.empty() && r.key.family != family_name) continue;
-    const bool stale = find_family(r.key.family) &&
-                       r.key.template_hash != template_hash(find_family(r.key.family)->template_name());
-    if (common.json) {
-      json j = record_json(r);
-      j["stale"] = stale;
-      out.push_back(j);
-    } else {
-      std::printf("%-12s %-48s %-26s %-36s %10.2f %7.3fx%s\n", r.key.family.c_str(), r.key.signature.c_str(),
-                  r.key.device_name.c_str(), r.config.c_str(), r.time_us,
-                  r.time_us > 0 ? r.default_time_us / r.time_us : 0.0, stale ? "  (stale template: ignored)" : "");
+  for (const std::string& note : stores.notes)
+    if (!common.json) std::printf("# %s\n", note.c_str());
+  for (const cache::Store* store : stores.view) {
+    if (!common.json) {
+      std::printf("# %s\n%-12s %-48s %-26s %-36s %10s %8s\n", store->path().c_str(), "family", "signature", "device",
+                  "config", "time us", "speedup");
+    }
+    for (const auto& r : store->records()) {
+      if (!family_name.empty() && r.key.family != family_name) continue;
+      const bool stale = find_family(r.key.family) &&
+                         r.key.template_hash != template_hash(find_family(r.key.family)->template_name());
+      if (common.json) {
+        json j = record_json(r);
+        j["stale"] = stale;
+        j["source"] = store->path().string();
+        out.push_back(j);
+      } else {
+        std::printf("%-12s %-48s %-26s %-36s %10.2f %7.3fx%s\n", r.key.family.c_str(), r.key.signature.c_str(),
+                    r.key.device_name.c_str(), r.config.c_str(), r.time_us,
+                    r.time_us > 0 ? r.default_time_us / r.time_us : 0.0, stale ? "  (stale template: ignored)" : "");
+      }
     }
   }
   if (common.json) std::cout << out.dump(2) << "\n";

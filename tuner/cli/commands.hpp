@@ -17,6 +17,7 @@ struct Common {
   std::string cache;            ///< User cache file ("" = default).
   bool no_shipped = false;      ///< Ignore the shipped caches.
   int device = 0;
+  std::string device_name;      ///< explain without a GPU: the device whose tuned records speak ("" = the only one).
 };
 
 struct TuneArgs {
