@@ -69,6 +69,10 @@ Database::Database(std::filesystem::path path, bool read_only)
 void Database::open(const std::string& filename, int flags) {
   statements_.clear();
   db_.reset();
+  std::error_code ec;
+  if (std::filesystem::is_directory(path_, ec))  // SQLite would say "disk I/O error"
+    throw StoreError("jitune store " + path_.string() + " is a folder, not a database file; give a file such as " +
+                     (path_ / "tuning.sqlite").string());
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(filename.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   db_.reset(raw);

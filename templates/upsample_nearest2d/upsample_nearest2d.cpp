@@ -89,6 +89,10 @@ UpsampleProblem::UpsampleProblem(Direction direction, const UpsampleNearest2d& s
     if (out == 0) {
       if (!s)
         fail(std::string(out_name) + " and " + s_name + " are both missing; give the output size or the scale factor");
+      const double size = static_cast<double>(in) * *s;
+      if (size > static_cast<double>(kMaxDim))  // derived_size says -1 past int64: name the real product
+        fail("input size " + std::to_string(in) + " x " + s_name + " " + scale_text(s) + " gives an output size of " +
+             (std::isfinite(size) ? scale_text(size) : std::string("over 1e308")) + "; it must be below 2^31: use a smaller scale factor or give " + out_name);
       out = derived_size(in, *s);
       if (out < 1)
         fail("input size " + std::to_string(in) + " x " + s_name + " " + scale_text(s) +

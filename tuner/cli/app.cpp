@@ -10,6 +10,27 @@
 #include "templates/family.hpp"
 
 namespace jitune::cli {
+namespace {
+
+// A CLI11 check for whole numbers >= `minimum`, with a message in words (CLI11's own quotes a range up to 1.8e308).
+CLI::Validator at_least(long long minimum, const std::string& what) {
+  return CLI::Validator(
+      [minimum, what](std::string& text) -> std::string {
+        std::size_t used = 0;
+        long long value = 0;
+        try {
+          value = std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || used == 0 || value < minimum)
+          return "'" + text + "' is not " + what + " (a whole number >= " + std::to_string(minimum) + ")";
+        return {};
+      },
+      ">= " + std::to_string(minimum));
+}
+
+}  // namespace
 
 void CliApp::add_problem_options(CLI::App& parent, FamilyOptions& into, const std::string& what) {
   for (const Family* f : families()) {
@@ -43,7 +64,7 @@ CliApp::CliApp() {
   app_.add_option("--cache", common_.cache, "user tuning cache file (default $JITUNE_CACHE_DIR/tuning.sqlite or "
                                             "~/.cache/jitune/tuning.sqlite)");
   app_.add_flag("--no-shipped", common_.no_shipped, "ignore the shipped (pre-tuned) caches");
-  app_.add_option("--device", common_.device, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
+  app_.add_option("--device", common_.device, "CUDA device ordinal")->check(at_least(0, "a CUDA device ordinal"));
   app_.add_option("--device-name", common_.device_name, "explain for this device from the caches' records, without "
                                                         "a GPU (e.g. 'NVIDIA H100 80GB HBM3'; default: the only one)");
 
@@ -56,7 +77,7 @@ CliApp::CliApp() {
   tune_->add_option("--suite", t.suite, "tune a named suite of public cases")->check(CLI::IsMember({"default"}));
   tune_->add_option("--family", t.only_families, "with --suite: only these families");
   tune_->add_option("--strategy", t.strategy, "exhaustive or random")->check(CLI::IsMember({"exhaustive", "random"}));
-  tune_->add_option("--budget", t.budget, "random strategy: candidates to try")->check(CLI::PositiveNumber);
+  tune_->add_option("--budget", t.budget, "random strategy: candidates to try")->check(at_least(1, "a candidate count"));
   tune_->add_option("--seed", t.seed, "seed for inputs and sampling (default: fresh)");
   tune_->add_option("--min-time-ms", t.min_time_ms, "minimum timed milliseconds per candidate")
       ->check(CLI::Range(0.01, 10000.0));

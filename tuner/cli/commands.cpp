@@ -614,7 +614,11 @@ int cache_show(const Common& common, const std::string& family_name, const std::
 int cache_export(const Common& common, const std::string& file, bool replace_symlink) {
   cache::Store store(cache_path(common), cache::OpenMode::kReadOnly);
   store.export_jsonl(file, replace_symlink);
-  if (!common.json) std::printf("exported %zu records from %s to %s\n", store.records().size(), store.path().c_str(), file.c_str());
+  if (common.json)
+    std::cout << json{{"exported", store.records().size()}, {"from", store.path().string()}, {"to", file}}.dump(2)
+              << "\n";
+  else
+    std::printf("exported %zu records from %s to %s\n", store.records().size(), store.path().c_str(), file.c_str());
   return 0;
 }
 
