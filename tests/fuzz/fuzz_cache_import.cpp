@@ -1,5 +1,7 @@
-// libFuzzer target: cache import. Arbitrary bytes as a JSON Lines file go through line parsing, shape checks,
-// the registry validator and the import transaction; anything but a clean report or a jitune::Error is a bug.
+// libFuzzer target: cache import, end to end. Arbitrary bytes as a JSON Lines file go through line parsing, shape
+// checks, the registry validator and the import transaction; then the store is exported and every exported line
+// must parse back to a record of the store (what jitune writes, jitune reads). Anything but a clean report or a
+// jitune::Error is a bug.
 #include <unistd.h>
 
 #include <cstdint>
@@ -51,5 +53,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (report.added + report.replaced + report.kept + report.rejected > text.size() + 1) __builtin_trap();
   } catch (const jitune::Error&) {
   }
+  // Export what the store holds now and read it back.
+  const auto out = dir() / "out.jsonl";
+  store.export_jsonl(out);
+  const auto back = jitune::cache::read_jsonl(out);
+  if (!back.rejected.empty() || back.records.size() != store.records().size()) __builtin_trap();
   return 0;
 }
