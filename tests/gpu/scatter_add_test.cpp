@@ -152,11 +152,27 @@ void verify(const Case& c, const Prepared& p, bool float_accumulation, const std
   for (std::byte b : p.dst->download(p.dst->bytes - end, end)) REQUIRE(b == std::byte{0xFF});
 }
 
-// Runs one config directly (bypassing the dispatcher) so every strategy is exercised on this device.
+// Counts the configs run_config ran and the ones it left out as illegal here: a test case checks that it ran
+// some and says how many it left out (never a silent pass).
+struct Coverage {
+  int ran = 0, illegal = 0;
+  void report(const char* what) const {
+    MESSAGE(what, ": ", ran, " config runs, ", illegal, " left out as illegal on this device");
+    CHECK(ran > 0);
+  }
+};
+Coverage coverage;
+
+// Runs one config directly (bypassing the dispatcher) so every strategy is exercised on this device; a config
+// the family rules out here (counted in `coverage`) is left out.
 void run_config(Runtime& rt, const Case& c, const Config& config, std::uint64_t seed) {
   auto problem = std::make_unique<templates::scatter_add::ScatterAddProblem>(
       templates::scatter_add::ScatterAddProblem::index_add(c.dtype, c.index_dtype, c.rows, c.count, c.row_length));
-  if (!fam().validate(*problem, config, rt.device()).empty()) return;
+  if (!fam().validate(*problem, config, rt.device()).empty()) {
+    ++coverage.illegal;
+    return;
+  }
+  ++coverage.ran;
   Prepared p = prepare(c, seed);
   driver::DeviceBuffer ws(std::max<std::size_t>(problem->workspace_bytes(), 4));
   JITUNE_CU_CHECK(cuMemsetD8(ws.get(), 0, ws.bytes()));
@@ -197,6 +213,7 @@ std::vector<Config> strategies() {
 TEST_CASE("every strategy matches the reference: dtypes, index types, row lengths, offsets, index patterns") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
+  coverage = {};
   std::uint64_t seed = 100;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32})
     for (std::int64_t d : {1, 2, 3, 64, 65})
@@ -239,11 +256,13 @@ TEST_CASE("every strategy matches the reference: dtypes, index types, row length
           run_config(rt, c, config, ++seed);
         }
       }
+  coverage.report("every strategy");
 }
 
 TEST_CASE("exact integer sums under heavy contention with float accumulation (float32 and the workspace)") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
+  coverage = {};
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
     for (const Config& config : strategies()) {
       if (dtype != DType::kFloat32 && config.at("workspace") == 0) continue;
@@ -258,6 +277,7 @@ TEST_CASE("exact integer sums under heavy contention with float accumulation (fl
       // end; compare at the destination's precision.
       run_config(rt, c, config, 7);
     }
+  coverage.report("exact integer sums");
 }
 
 TEST_CASE("memcheck: the fast path never touches memory past either end of the destination") {
