@@ -1,7 +1,10 @@
 // Disk format: "JITUNEB1", u32 name length, name, u64 image length, image, u64 hash of name + image.
 #include "runtime/binary_cache.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdint>
 #include <cstring>
@@ -24,6 +27,15 @@ bool read_pod(std::ifstream& in, T& v) {
   return static_cast<bool>(in.read(reinterpret_cast<char*>(&v), sizeof v));
 }
 
+// Why `path` (a folder or file, links followed) could hold something another user wrote; empty when it cannot.
+std::string untrusted_because(const std::filesystem::path& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return std::string("cannot be examined: ") + std::strerror(errno);
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) return "belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  if ((st.st_mode & 022) != 0) return "can be written by other users";
+  return {};
+}
+
 }  // namespace
 
 BinaryCache::BinaryCache(std::filesystem::path folder) : folder_(std::move(folder)) {}
@@ -34,7 +46,11 @@ std::optional<CachedBinary> BinaryCache::get(const std::string& key) {
     if (auto it = memory_.find(key); it != memory_.end()) return it->second;
   }
   if (folder_.empty()) return std::nullopt;
-  std::ifstream in(folder_ / (key + ".bin"), std::ios::binary);
+  const auto path = folder_ / (key + ".bin");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  if (!untrusted_because(folder_).empty() || !untrusted_because(path).empty()) return std::nullopt;  // recompiled
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   char magic[8];
   std::uint32_t name_len = 0;
@@ -59,7 +75,9 @@ void BinaryCache::put(const std::string& key, const CachedBinary& binary) {
   }
   if (folder_.empty()) return;
   std::error_code ec;
-  std::filesystem::create_directories(folder_, ec);
+  // A folder made here is writable by this user only, whatever the umask (002 would make it group-writable, and
+  // get() would not trust it). A folder that was there is left as it is.
+  if (std::filesystem::create_directories(folder_, ec)) ::chmod(folder_.c_str(), 0755);
   const auto final_path = folder_ / (key + ".bin");
   const auto tmp = folder_ / (key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}()));
   bool ok = false;
@@ -79,12 +97,22 @@ void BinaryCache::put(const std::string& key, const CachedBinary& binary) {
       ok = static_cast<bool>(out);
     }
   }
+  if (ok) ok = ::chmod(tmp.c_str(), 0644) == 0;  // whatever the umask: writable by this user only
   if (ok) std::filesystem::rename(tmp, final_path, ec);
   if (!ok || ec) {
     std::filesystem::remove(tmp, ec);
     std::lock_guard lock(mutex_);
     last_write_error_ = "could not write " + final_path.string() + " (disk full or read-only?); kernels stay in memory";
   }
+}
+
+std::string BinaryCache::untrusted_note() const {
+  std::error_code ec;
+  if (folder_.empty() || !std::filesystem::exists(folder_, ec)) return {};
+  const std::string why = untrusted_because(folder_);
+  if (why.empty()) return {};
+  return "compiled kernels in " + folder_.string() + " are not loaded: the folder " + why +
+         "; kernels are compiled again each run. Use a folder of your own (JITUNE_CACHE_DIR, or binary_cache_dir)";
 }
 
 std::string BinaryCache::last_write_error() const {

@@ -1,5 +1,7 @@
 // BinaryCache: compiled kernel images in memory and on disk (one file per key, written atomically via a temp file
-// and rename, checksummed so a damaged file is recompiled instead of loaded).
+// and rename, checksummed so a damaged file is recompiled instead of loaded). A file is loaded only from a folder
+// that other users cannot write and only when they cannot write the file either: a planted image would run as
+// this process's kernel.
 #pragma once
 
 #include <filesystem>
@@ -21,13 +23,16 @@ class BinaryCache {
  public:
   /// `folder` empty: memory only.
   explicit BinaryCache(std::filesystem::path folder);
-  /// Memory first, then disk; nullopt on a miss or an unreadable/damaged file.
+  /// Memory first, then disk; nullopt on a miss, an unreadable/damaged file, or a file or folder that another user
+  /// could have written (owned by someone other than this user or root, or writable by group or others).
   std::optional<CachedBinary> get(const std::string& key);
   /// Stores in memory and (best effort: a full or read-only disk only loses the disk copy) on disk.
   void put(const std::string& key, const CachedBinary& binary);
   const std::filesystem::path& folder() const noexcept { return folder_; }
   /// Why the last disk write failed, empty if none did.
   std::string last_write_error() const;
+  /// Why disk binaries are not loaded (the folder is not this user's own), empty when they are.
+  std::string untrusted_note() const;
 
  private:
   std::filesystem::path folder_;

@@ -101,6 +101,7 @@ Runtime::Impl::Impl(Runtime& owner, RuntimeOptions opts)
   if (options.binary_cache_dir.empty() && options.disk_binary_cache)
     options.binary_cache_dir = binaries.folder();
   if (std::string note = default_cache_dir_note(); !note.empty()) store_notes.push_back(std::move(note));
+  if (std::string note = binaries.untrusted_note(); !note.empty()) store_notes.push_back(std::move(note));
   if (options.use_user_cache) user_store = open_user_store(options.user_cache, store_notes);
   std::vector<std::filesystem::path> shipped = options.shipped_caches;
   if (options.use_builtin_shipped_caches)

@@ -1,6 +1,8 @@
 // Binary cache: memory and disk round trip, atomic files, damaged files ignored (recompiled, never loaded).
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <random>
 
@@ -51,6 +53,43 @@ TEST_CASE("binary keys change with the program, the name and the architecture") 
   CHECK(k != c.binary_key("p2", "n", "sm_90"));
   CHECK(k != c.binary_key("p", "n2", "sm_90"));
   CHECK(k != c.binary_key("p", "n", "sm_80"));
+}
+
+}  // namespace jitune
+
+namespace jitune {
+
+TEST_CASE("a binary another user could have written is never loaded: it is compiled again") {
+  const auto dir = std::filesystem::temp_directory_path() / ("jitune_bin_" + std::to_string(std::random_device{}()));
+  const CachedBinary b{{'\x7f', 'E', 'L', 'F', '\3'}, "_Z6kernelv"};
+  BinaryCache(dir).put("k", b);
+  REQUIRE(BinaryCache(dir).get("k").has_value());
+  CHECK(BinaryCache(dir).untrusted_note().empty());
+  namespace fs = std::filesystem;
+  // A file others can write: not loaded.
+  fs::permissions(dir / "k.bin", fs::perms::others_write, fs::perm_options::add);
+  CHECK_FALSE(BinaryCache(dir).get("k").has_value());
+  fs::permissions(dir / "k.bin", fs::perms::others_write, fs::perm_options::remove);
+  REQUIRE(BinaryCache(dir).get("k").has_value());
+  // A folder others can write (a shared /tmp folder, or one left open): nothing in it is loaded, and the runtime's
+  // note says why.
+  fs::permissions(dir, fs::perms::group_write | fs::perms::others_write, fs::perm_options::add);
+  BinaryCache shared(dir);
+  CHECK_FALSE(shared.get("k").has_value());
+  CHECK(shared.untrusted_note().find("can be written by other users") != std::string::npos);
+  CHECK(shared.untrusted_note().find("JITUNE_CACHE_DIR") != std::string::npos);
+  fs::remove_all(dir);
+  // Under a umask of 002 (a desktop default) the folder and files jitune makes are still writable by this user
+  // only, so they load.
+  const mode_t old_umask = ::umask(002);
+  BinaryCache(dir).put("k", b);
+  ::umask(old_umask);
+  CHECK((fs::status(dir).permissions() & (fs::perms::group_write | fs::perms::others_write)) == fs::perms::none);
+  CHECK((fs::status(dir / "k.bin").permissions() & (fs::perms::group_write | fs::perms::others_write)) ==
+        fs::perms::none);
+  CHECK(BinaryCache(dir).get("k").has_value());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 }  // namespace jitune
