@@ -40,16 +40,10 @@ std::string untrusted_because(const std::filesystem::path& path) {
 
 BinaryCache::BinaryCache(std::filesystem::path folder) : folder_(std::move(folder)) {}
 
-std::optional<CachedBinary> BinaryCache::get(const std::string& key) {
-  {
-    std::lock_guard lock(mutex_);
-    if (auto it = memory_.find(key); it != memory_.end()) return it->second;
-  }
-  if (folder_.empty()) return std::nullopt;
-  const auto path = folder_ / (key + ".bin");
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::nullopt;
-  if (!untrusted_because(folder_).empty() || !untrusted_because(path).empty()) return std::nullopt;  // recompiled
+namespace {
+
+// The image in `path` (see the disk format above); nullopt when it is not one or fails its checksum.
+std::optional<CachedBinary> read_binary(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   char magic[8];
@@ -64,8 +58,25 @@ std::optional<CachedBinary> BinaryCache::get(const std::string& key) {
   b.cubin.resize(image_len);
   if (!in.read(b.cubin.data(), static_cast<std::streamsize>(image_len)) || !read_pod(in, sum) || sum != checksum(b))
     return std::nullopt;
+  return b;
+}
+
+}  // namespace
+
+std::optional<CachedBinary> BinaryCache::get(const std::string& key) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = memory_.find(key); it != memory_.end()) return it->second;
+  }
+  if (folder_.empty()) return std::nullopt;
+  const auto path = folder_ / (key + ".bin");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  if (!untrusted_because(folder_).empty() || !untrusted_because(path).empty()) return std::nullopt;  // recompiled
+  std::optional<CachedBinary> b = read_binary(path);
+  if (!b) return std::nullopt;
   std::lock_guard lock(mutex_);
-  return memory_.emplace(key, std::move(b)).first->second;
+  return memory_.emplace(key, std::move(*b)).first->second;
 }
 
 void BinaryCache::put(const std::string& key, const CachedBinary& binary) {

@@ -108,6 +108,10 @@ CliApp::CliApp() {
   add_problem_options(*explain_, explain_families_, "explain a problem");
   explain_->require_subcommand(0, 1);
 
+  add_cache_commands();
+}
+
+void CliApp::add_cache_commands() {
   cache_ = app_.add_subcommand("cache", "inspect and move tuning caches");
   cache_->require_subcommand(1);
   cache_->fallthrough();
@@ -133,9 +137,9 @@ CliApp::CliApp() {
   revalidate_ = cache_->add_subcommand("revalidate", "re-time each stored winner and its best runners-up on this "
                                                      "device, driver and toolkit; update the records (no full re-tune)");
   revalidate_->add_option("--family", list_family_, "only this family");
+  revalidate_->add_option("--runners-up", runners_up_, "runners-up re-timed with each winner")->check(CLI::Range(0, 16));
   paths_ = cache_->add_subcommand("paths", "where this jitune finds the user cache, the shipped caches and the "
                                           "tuner's worker (no GPU needed)");
-  revalidate_->add_option("--runners-up", runners_up_, "runners-up re-timed with each winner")->check(CLI::Range(0, 16));
 }
 
 namespace {
@@ -165,9 +169,7 @@ std::optional<int> CliApp::parse(int argc, const char* const* argv, bool print) 
     if (std::string_view(argv[i]) == "--json") json_requested_ = true;  // errors before parsing finishes too
   try {
     app_.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return print ? app_.exit(e) : 0;
-  } catch (const CLI::CallForVersion& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return print ? app_.exit(e) : 0;
   } catch (const CLI::ParseError& e) {
     if (std::optional<int> code = unknown_name(print)) return *code;
@@ -194,6 +196,16 @@ std::optional<int> CliApp::parse(int argc, const char* const* argv, bool print) 
   return std::nullopt;
 }
 
+int CliApp::report(const std::exception& e) const {
+  if (dynamic_cast<const NoDevice*>(&e)) return fail(kExitNoDevice, "no_device", std::string("no GPU: ") + e.what(), true);
+  const char* kind = dynamic_cast<const CompileError*>(&e)       ? "compile"
+                     : dynamic_cast<const StoreError*>(&e)      ? "store"
+                     : dynamic_cast<const InvalidArgument*>(&e) ? "invalid_argument"
+                     : dynamic_cast<const CudaError*>(&e)       ? "cuda"
+                                                                : "error";
+  return fail(kExitError, kind, e.what(), true);
+}
+
 std::optional<int> CliApp::unknown_name(bool print) const {
   // Arguments nobody took: a first word that is no command, or after tune / explain / cache show a word that is no
   // family, is a wrong name: say which names there are.
@@ -203,7 +215,7 @@ std::optional<int> CliApp::unknown_name(bool print) const {
   if (!*devices_ && !*tune_ && !*explain_ && !*cache_)
     return fail(kExitUsage, "usage", "unknown command '" + word + "'; the commands are devices, tune, explain and cache",
                 print);
-  if (*cache_ && !*list_ && !*show_ && !*export_ && !*import_ && !*merge_ && !*revalidate_ && !*paths_)
+  if (*cache_ && cache_->get_subcommands([](const CLI::App* sub) { return sub->parsed(); }).empty())
     return fail(kExitUsage, "usage", "unknown cache command '" + word + "'; they are list, show, export, import, "
                 "merge, revalidate and paths", print);
   if ((*tune_ || *explain_ || *show_) && !find_family(word))
@@ -265,18 +277,8 @@ int CliApp::run() {
       if (*revalidate_) return cache_revalidate(common_, list_family_, runners_up_);
       if (*paths_) return cache_paths(common_);
     }
-  } catch (const NoDevice& e) {
-    return fail(kExitNoDevice, "no_device", std::string("no GPU: ") + e.what(), true);
-  } catch (const CompileError& e) {
-    return fail(kExitError, "compile", e.what(), true);
-  } catch (const StoreError& e) {
-    return fail(kExitError, "store", e.what(), true);
-  } catch (const InvalidArgument& e) {
-    return fail(kExitError, "invalid_argument", e.what(), true);
-  } catch (const CudaError& e) {
-    return fail(kExitError, "cuda", e.what(), true);
   } catch (const std::exception& e) {
-    return fail(kExitError, "error", e.what(), true);
+    return report(e);
   }
   return fail(kExitUsage, "usage", "no command given; run with --help", true);
 }

@@ -30,9 +30,13 @@ class CliApp {
     std::map<std::string, CLI::App*> subs;
   };
   void add_problem_options(CLI::App& parent, FamilyOptions& into, const std::string& what);
+  /// `jitune cache` and its subcommands.
+  void add_cache_commands();
   /// Reports an error: with --json one object {"error": {exit_code, kind, message}} on stdout, else the message on
   /// stderr (prefixed "jitune: " unless it names jitune already); returns `code`. Silent unless `print`.
   int fail(int code, const std::string& kind, const std::string& message, bool print) const;
+  /// The exit for an exception run() caught: its kind from its type, 3 for NoDevice, else 1.
+  int report(const std::exception& e) const;
   /// The error exit for a wrong command or family name among the arguments nobody took, if there is one.
   std::optional<int> unknown_name(bool print) const;
   /// Why a tune command line holds an option that would be ignored (--arch without --dry-run, ...); empty if none.
