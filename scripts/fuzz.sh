@@ -16,7 +16,7 @@ for t in "${targets[@]}"; do
   echo "== $t for ${seconds}s"
   # Leaks are findings too; inputs up to 1 MiB reach the import's size limits (a line over 64 KiB, deep nesting).
   ASAN_OPTIONS=detect_leaks=1 "./build-fuzz/tests/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
-    -max_len=1048576 \
+    -max_len=1048576 -len_control=0 \
     -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$t/" "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" \
     2>&1 | grep -E "^#[0-9]+ +DONE|stat::number_of_executed_units|ERROR|SUMMARY|Test unit written" || true
   # Any one kind of failing input fails the script (ls over three globs would need all three to match).
