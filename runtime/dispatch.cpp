@@ -200,13 +200,17 @@ const Kernel& site_kernel(Runtime::Impl& impl, CallSite& site, const Bindings& b
 // where the synchronisation it needs is forbidden).
 void check_index_buffers(const Runtime::Impl& impl, const CallSite& site, std::span<const void* const> buffers,
                          CUstream stream) {
+  bool asked = false;  // the driver is asked about the capture once, and only when there is an index to check
   for (std::size_t i = 0; i < site.specs.size(); ++i) {
     if (site.specs[i].index_bound < 0 || site.extent[i] == 0) continue;
-    driver::make_current(impl.context);
-    if (stream_capturing(stream))
-      throw InvalidArgument(site.op + ": check_indices reads the indices back to the host, which synchronizes "
-                            "the stream, and a CUDA graph capture forbids that; check the indices before "
-                            "capturing and turn check_indices off inside the capture (nothing was enqueued)");
+    if (!asked) {
+      driver::make_current(impl.context);
+      if (stream_capturing(stream))
+        throw InvalidArgument(site.op + ": check_indices reads the indices back to the host, which synchronizes "
+                              "the stream, and a CUDA graph capture forbids that; check the indices before "
+                              "capturing and turn check_indices off inside the capture (nothing was enqueued)");
+      asked = true;
+    }
     check_indices_on_host(site.op, site.specs[i], buffers[i], stream);
   }
 }

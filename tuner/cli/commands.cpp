@@ -449,12 +449,14 @@ class Explainer {
     }
     stores_ = open_read_only_stores(common);
     device_info_ = offline_device(common, stores_.view);
+    compiler_ = std::make_unique<Compiler>();  // only offline: a runtime has its own
     device_ = device_info_.name + " (from its tuned records, without a GPU)";
   }
   Explanation explain(const Family& family, const std::string& signature) {
     if (runtime_) return runtime_->explain(family.name(), signature);
     const auto problem = family.parse_problem(signature);
-    Explanation x = lookup_decision(family, *problem, device_info_, compiler_.nvrtc_version(), stores_.view).explanation;
+    Explanation x =
+        lookup_decision(family, *problem, device_info_, compiler_->nvrtc_version(), stores_.view).explanation;
     x.notes.insert(x.notes.begin(), stores_.notes.begin(), stores_.notes.end());
     return x;
   }
@@ -464,7 +466,7 @@ class Explainer {
   std::unique_ptr<Runtime> runtime_;
   ReadOnlyStores stores_;
   DeviceInfo device_info_;
-  Compiler compiler_;  // NVRTC's version is part of a record's key
+  std::unique_ptr<Compiler> compiler_;  // offline: NVRTC's version is part of a record's key
   std::string device_;
 };
 
