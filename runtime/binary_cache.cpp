@@ -1,4 +1,6 @@
-// Disk format: "JITUNEB1", u32 name length, name, u64 image length, image, u64 hash of name + image.
+// Disk format: "JITUNEB2", u32 name length, name, u64 image length, image, then the 32-byte SHA-256 of the key
+// (the file's name: itself a SHA-256 of the program, kernel name, options and NVRTC version), the lengths, the name
+// and the image. An image renamed to another key, cut, extended or altered fails the check and is compiled again.
 #include "runtime/binary_cache.hpp"
 
 #include <sys/stat.h>
@@ -6,20 +8,32 @@
 
 #include <cerrno>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <random>
 
-#include "templates/sources.hpp"
+#include "runtime/sha256.hpp"
 
 namespace jitune {
 namespace {
 
-constexpr char kMagic[8] = {'J', 'I', 'T', 'U', 'N', 'E', 'B', '1'};
+constexpr char kMagic[8] = {'J', 'I', 'T', 'U', 'N', 'E', 'B', '2'};
 
-std::uint64_t checksum(const CachedBinary& b) {
-  return hash64(std::string_view(b.cubin.data(), b.cubin.size()), hash64(b.lowered_name));
+using Digest = std::array<std::uint8_t, 32>;
+
+Digest checksum(const std::string& key, const CachedBinary& b) {
+  Sha256 h;
+  const auto name_len = static_cast<std::uint32_t>(b.lowered_name.size());
+  const auto image_len = static_cast<std::uint64_t>(b.cubin.size());
+  h.update("jitune binary v2");
+  h.update(key.data(), key.size() + 1);  // with its terminating NUL: the key cannot run into the lengths
+  h.update(&name_len, sizeof name_len);
+  h.update(b.lowered_name);
+  h.update(&image_len, sizeof image_len);
+  h.update(b.cubin.data(), b.cubin.size());
+  return h.digest();
 }
 
 template <class T>
@@ -42,13 +56,14 @@ BinaryCache::BinaryCache(std::filesystem::path folder) : folder_(std::move(folde
 
 namespace {
 
-// The image in `path` (see the disk format above); nullopt when it is not one or fails its checksum.
-std::optional<CachedBinary> read_binary(const std::filesystem::path& path) {
+// The image `key` names in `path` (see the disk format above); nullopt when it is not one or fails its checksum.
+std::optional<CachedBinary> read_binary(const std::filesystem::path& path, const std::string& key) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   char magic[8];
   std::uint32_t name_len = 0;
-  std::uint64_t image_len = 0, sum = 0;
+  std::uint64_t image_len = 0;
+  Digest sum{};
   CachedBinary b;
   if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !read_pod(in, name_len) || name_len > 4096)
     return std::nullopt;
@@ -56,7 +71,8 @@ std::optional<CachedBinary> read_binary(const std::filesystem::path& path) {
   if (!in.read(b.lowered_name.data(), name_len) || !read_pod(in, image_len) || image_len > (1ull << 30))
     return std::nullopt;
   b.cubin.resize(image_len);
-  if (!in.read(b.cubin.data(), static_cast<std::streamsize>(image_len)) || !read_pod(in, sum) || sum != checksum(b))
+  if (!in.read(b.cubin.data(), static_cast<std::streamsize>(image_len)) || !read_pod(in, sum) ||
+      in.peek() != std::ifstream::traits_type::eof() || sum != checksum(key, b))
     return std::nullopt;
   return b;
 }
@@ -73,7 +89,7 @@ std::optional<CachedBinary> BinaryCache::get(const std::string& key) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::nullopt;
   if (!untrusted_because(folder_).empty() || !untrusted_because(path).empty()) return std::nullopt;  // recompiled
-  std::optional<CachedBinary> b = read_binary(path);
+  std::optional<CachedBinary> b = read_binary(path, key);
   if (!b) return std::nullopt;
   std::lock_guard lock(mutex_);
   return memory_.emplace(key, std::move(*b)).first->second;
@@ -97,13 +113,13 @@ void BinaryCache::put(const std::string& key, const CachedBinary& binary) {
     if (out) {
       const auto name_len = static_cast<std::uint32_t>(binary.lowered_name.size());
       const auto image_len = static_cast<std::uint64_t>(binary.cubin.size());
-      const std::uint64_t sum = checksum(binary);
+      const Digest sum = checksum(key, binary);
       out.write(kMagic, 8);
       out.write(reinterpret_cast<const char*>(&name_len), sizeof name_len);
       out.write(binary.lowered_name.data(), name_len);
       out.write(reinterpret_cast<const char*>(&image_len), sizeof image_len);
       out.write(binary.cubin.data(), static_cast<std::streamsize>(image_len));
-      out.write(reinterpret_cast<const char*>(&sum), sizeof sum);
+      out.write(reinterpret_cast<const char*>(sum.data()), sum.size());
       out.flush();
       ok = static_cast<bool>(out);
     }

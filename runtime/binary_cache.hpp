@@ -1,7 +1,7 @@
 // BinaryCache: compiled kernel images in memory and on disk (one file per key, written atomically via a temp file
-// and rename, checksummed so a damaged file is recompiled instead of loaded). A file is loaded only from a folder
-// that other users cannot write and only when they cannot write the file either: a planted image would run as
-// this process's kernel.
+// and rename, with a SHA-256 bound to its key so a damaged, swapped or forged file is compiled again, never
+// loaded). A file is loaded only from a folder that other users cannot write and only when they cannot write the
+// file either: a planted image would run as this process's kernel.
 #pragma once
 
 #include <filesystem>

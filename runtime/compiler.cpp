@@ -11,6 +11,7 @@
 
 #include <jitune/error.hpp>
 
+#include "runtime/sha256.hpp"
 #include "templates/sources.hpp"
 
 #ifndef JITUNE_CUDA_INCLUDE_DEFAULT
@@ -68,7 +69,7 @@ std::string Compiler::binary_key(const std::string& program, const std::string& 
   std::string material = program + '\0' + name_expression + '\0' + nvrtc_version_;
   for (const std::string& o : base_options(arch))
     if (o.rfind("-I", 0) != 0) material += '\0' + o;  // the include folder's location does not change the code
-  return hex64(hash64(material)) + hex64(hash64(material, 1));
+  return sha256_hex(material);  // a file name nobody can make two programs share
 }
 
 CompiledProgram Compiler::compile(const std::string& program, const std::vector<std::string>& name_expressions,

@@ -49,8 +49,8 @@ class Compiler {
   /// NVRTC programs compiled by this object so far (lets tests and benchmarks prove a path skipped NVRTC).
   std::size_t compile_count() const noexcept { return compile_count_.load(); }
 
-  /// Key of the binary holding one instantiation: hash of program + name expression + code-affecting options +
-  /// arch + NVRTC version (16 hex digits).
+  /// Key of the binary holding one instantiation: SHA-256 of program + name expression + code-affecting options +
+  /// arch + NVRTC version (64 hex digits).
   std::string binary_key(const std::string& program, const std::string& name_expression,
                          const std::string& arch) const;
 

@@ -38,6 +38,24 @@ TEST_CASE("binary cache round trip through disk, and damage is detected") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a binary is bound to its key: renamed, cut or extended files are not loaded") {
+  const auto dir = std::filesystem::temp_directory_path() / ("jitune_bin_" + std::to_string(std::random_device{}()));
+  CachedBinary b{std::vector<char>(1000, 'i'), "_Z1kv"};
+  BinaryCache(dir).put("good", b);
+  REQUIRE(BinaryCache(dir).get("good").has_value());
+  std::filesystem::copy_file(dir / "good.bin", dir / "other.bin");  // a valid image under another key's name
+  CHECK_FALSE(BinaryCache(dir).get("other").has_value());
+  const auto size = std::filesystem::file_size(dir / "good.bin");
+  std::filesystem::copy_file(dir / "good.bin", dir / "cut.bin");
+  std::filesystem::resize_file(dir / "cut.bin", size - 1);
+  CHECK_FALSE(BinaryCache(dir).get("cut").has_value());
+  std::filesystem::copy_file(dir / "good.bin", dir / "long.bin");
+  std::ofstream(dir / "long.bin", std::ios::app | std::ios::binary) << "x";
+  std::filesystem::rename(dir / "long.bin", dir / "good.bin");  // the key's own file, one byte longer
+  CHECK_FALSE(BinaryCache(dir).get("good").has_value());
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("an unwritable cache folder keeps binaries in memory and says so") {
   BinaryCache cache("/proc/jitune-cannot-write-here");
   cache.put("k", CachedBinary{{'a'}, "f"});
@@ -48,7 +66,8 @@ TEST_CASE("an unwritable cache folder keeps binaries in memory and says so") {
 TEST_CASE("binary keys change with the program, the name and the architecture") {
   Compiler c;
   const std::string k = c.binary_key("p", "n", "sm_90");
-  CHECK(k.size() == 32);
+  CHECK(k.size() == 64);  // a SHA-256
+  CHECK(k.find_first_not_of("0123456789abcdef") == std::string::npos);
   CHECK(k == c.binary_key("p", "n", "sm_90"));
   CHECK(k != c.binary_key("p2", "n", "sm_90"));
   CHECK(k != c.binary_key("p", "n2", "sm_90"));
