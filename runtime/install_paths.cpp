@@ -3,8 +3,18 @@
 #include "runtime/install_paths.hpp"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <system_error>
+
+#include <jitune/runtime.hpp>
+
+#include "runtime/stores.hpp"
+
+// Defined (weak, so several targets of one program may compile it) by jitune-package-location.cpp, which the
+// installed CMake package adds to programs that link jitune::runtime; absent everywhere else.
+extern "C" const char* jitune_package_location() __attribute__((weak));
 
 namespace jitune {
 
@@ -23,15 +33,39 @@ std::filesystem::path module_dir() {
   return exe.empty() ? std::filesystem::path() : exe.parent_path();
 }
 
-std::vector<std::filesystem::path> shipped_dirs_for(const std::filesystem::path& dir) {
-  if (dir.empty()) return {};
-  return {dir / "shipped", dir.parent_path() / "shipped", dir.parent_path() / "share" / "jitune"};
+std::filesystem::path package_prefix() {
+  if (jitune_package_location == nullptr) return {};
+  const char* location = jitune_package_location();  // "<prefix>/<libdir>/cmake/jitune/<file>.cpp/../../../.."
+  if (location == nullptr || *location == '\0') return {};
+  return std::filesystem::path(location).lexically_normal();
 }
 
-std::vector<std::filesystem::path> worker_paths_for(const std::filesystem::path& dir) {
-  if (dir.empty()) return {};
-  return {dir / "jitune-worker", dir.parent_path() / "jitune-worker",
-          dir.parent_path() / "libexec" / "jitune" / "jitune-worker"};
+std::vector<std::filesystem::path> shipped_dirs() {
+  std::vector<std::filesystem::path> out;
+  if (const auto dir = module_dir(); !dir.empty())
+    out = {dir / "shipped", dir.parent_path() / "shipped", dir.parent_path() / "share" / "jitune"};
+  if (const auto prefix = package_prefix(); !prefix.empty()) out.push_back(prefix / "share" / "jitune");
+  return out;
 }
+
+std::vector<std::filesystem::path> worker_paths() {
+  std::vector<std::filesystem::path> out;
+  if (const auto dir = module_dir(); !dir.empty())
+    out = {dir / "jitune-worker", dir.parent_path() / "jitune-worker",
+           dir.parent_path() / "libexec" / "jitune" / "jitune-worker"};
+  if (const auto prefix = package_prefix(); !prefix.empty())
+    out.push_back(prefix / "libexec" / "jitune" / "jitune-worker");
+  return out;
+}
+
+std::filesystem::path find_worker_executable() {
+  auto usable = [](const std::filesystem::path& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; };
+  if (const char* v = std::getenv("JITUNE_WORKER"); v && *v) return usable(v) ? std::filesystem::path(v) : "";
+  for (const auto& p : worker_paths())
+    if (usable(p)) return p;
+  return {};
+}
+
+InstalledFiles installed_files() { return {builtin_shipped_caches(), find_worker_executable()}; }
 
 }  // namespace jitune

@@ -106,7 +106,7 @@ std::vector<std::filesystem::path> builtin_shipped_caches() {
       list.remove_prefix(colon + 1);
     }
   }
-  for (const auto& dir : shipped_dirs_for(module_dir())) add(dir);
+  for (const auto& dir : shipped_dirs()) add(dir);
   // Each file once (the build tree's top and a subfolder may both reach build/shipped).
   std::vector<std::filesystem::path> unique;
   std::vector<std::filesystem::path> seen;

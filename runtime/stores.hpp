@@ -25,7 +25,7 @@ std::filesystem::path private_cache_dir_under(const std::filesystem::path& base)
 /// took a private folder whose results are not kept; empty when it did not have to.
 std::string default_cache_dir_note();
 /// Shipped cache files: those named by $JITUNE_SHIPPED_CACHES, then the *.sqlite files of the folders
-/// shipped_dirs_for(module_dir()) names (found relative to the jitune binary, so installs can move), each file
+/// shipped_dirs() names (found relative to the jitune binary or its package, so installs can move), each file
 /// once.
 std::vector<std::filesystem::path> builtin_shipped_caches();
 

@@ -382,13 +382,7 @@ std::unique_ptr<CandidateRunner> make_worker_runner(const std::string& worker, i
   return std::make_unique<WorkerRunner>(worker, device, family, problem, settings);
 }
 
-std::string find_worker() {
-  auto usable = [](const std::filesystem::path& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; };
-  if (const char* v = std::getenv("JITUNE_WORKER"); v && *v) return usable(v) ? std::string(v) : std::string();
-  for (const auto& p : worker_paths_for(module_dir()))  // relative to the jitune binary: installs can move
-    if (usable(p)) return p.string();
-  return {};
-}
+std::string find_worker() { return find_worker_executable().string(); }
 
 int worker_main(int argc, char** argv) {
   int fd = -1;

@@ -89,6 +89,18 @@ struct Explanation {
   std::vector<std::string> notes;  ///< Records skipped and why (stale template, invalid config, ...).
 };
 
+/// The files a jitune installation brings, found without a GPU relative to the binary holding jitune's code (or,
+/// linked statically, to the CMake package the program was built against), so an install can be moved.
+struct InstalledFiles {
+  /// Shipped tuning caches, in search order: $JITUNE_SHIPPED_CACHES (colon separated), then the installed ones.
+  std::vector<std::filesystem::path> shipped_caches;
+  /// The tuner's worker executable ($JITUNE_WORKER overrides); empty when none is found.
+  std::filesystem::path worker;
+};
+
+/// What this jitune would use from its installation (the jitune CLI prints it with `jitune cache paths`).
+InstalledFiles installed_files();
+
 /// Device, compiler, caches and dispatcher. Thread-safe: share one Runtime between threads.
 class Runtime {
  public:

@@ -4,8 +4,10 @@
 # - jitune --version runs and `jitune cache paths` finds the shipped cache and the worker inside the moved
 #   prefix, and nothing in the build tree;
 # - the C header, libjitune and the CMake package files are there;
-# - examples/cpp configures and builds against it with find_package(jitune) and runs: exit 0 on a GPU, 3 without
-#   one (the no-GPU message on stderr).
+# - the C++ headers and the static libraries are there;
+# - examples/cpp configures and builds against it with find_package(jitune COMPONENTS static); its C program
+#   (libjitune) and its C++ program (static jitune::tuner) run: exit 0 on a GPU, 3 without one (the no-GPU
+#   message on stderr); the C++ one finds the shipped caches and the worker in the moved prefix.
 #   usage: tests/install/check_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -37,14 +39,30 @@ find "$p" -name 'libjitune.so*' | grep -q . || fail "no libjitune.so"
 cmake -S "$src/examples/cpp" -B "$work/example" -DCMAKE_PREFIX_PATH="$p" >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log" >&2; fail "examples/cpp does not configure with find_package(jitune)"; }
 cmake --build "$work/example" >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; fail "examples/cpp does not build"; }
-set +e
-"$work/example/jitune_example" >"$work/run.out" 2>"$work/run.err"
-rc=$?
-set -e
-case $rc in
-  0) echo "check_install: examples/cpp ran on a GPU: $(head -n 1 "$work/run.out")" ;;
-  3) grep -q "no GPU" "$work/run.err" || fail "exit 3 without saying why: $(cat "$work/run.err")"
-     echo "check_install: examples/cpp without a GPU: $(cat "$work/run.err")" ;;
-  *) cat "$work/run.out" "$work/run.err" >&2; fail "examples/cpp exited $rc" ;;
-esac
-echo "check_install: ok ($version, relocated prefix, find_package consumer)"
+for lib in libjitune_runtime.a libjitune_tuner.a libjitune_cache.a libjitune_templates.a; do
+  find "$p" -name "$lib" | grep -q . || fail "no $lib (the static C++ libraries)"
+done
+[ -f "$p/include/jitune/runtime.hpp" ] || fail "no include/jitune/runtime.hpp (the C++ headers)"
+# Each example: exit 0 on a GPU, 3 with "no GPU" on stderr without one.
+run_example() {
+  set +e
+  "$work/example/$1" >"$work/$1.out" 2>"$work/$1.err"
+  local rc=$?
+  set -e
+  case $rc in
+    0) echo "check_install: $1 ran on a GPU: $(grep -m1 '^device' "$work/$1.out")" ;;
+    3) grep -q "no GPU" "$work/$1.err" || fail "$1: exit 3 without saying why: $(cat "$work/$1.err")"
+       echo "check_install: $1 without a GPU: $(cat "$work/$1.err")" ;;
+    *) cat "$work/$1.out" "$work/$1.err" >&2; fail "$1 exited $rc" ;;
+  esac
+}
+run_example jitune_example
+JITUNE_SHIPPED_CACHES= JITUNE_WORKER= run_example jitune_example_cpp
+# Linked statically, the C++ example finds the shipped caches and the worker through the package it was built
+# against (the moved prefix), never through the build tree.
+grep -q "^shipped cache $p/share/jitune/" "$work/jitune_example_cpp.out" ||
+  fail "the static C++ example found no shipped cache in the package: $(cat "$work/jitune_example_cpp.out")"
+grep -q "^worker        $p/libexec/jitune/jitune-worker$" "$work/jitune_example_cpp.out" ||
+  fail "the static C++ example did not find the package's worker: $(cat "$work/jitune_example_cpp.out")"
+! grep -q "$build" "$work/jitune_example_cpp.out" || fail "the static C++ example uses a build-tree path"
+echo "check_install: ok ($version, relocated prefix, find_package consumers: C shared, C++ static)"

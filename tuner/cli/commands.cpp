@@ -696,10 +696,11 @@ int cache_revalidate(const Common& common, const std::string& family_name, int r
 
 int cache_paths(const Common& common) {
   const std::filesystem::path user = cache_path(common);
+  const InstalledFiles files = installed_files();
   std::vector<std::string> shipped;
   if (!common.no_shipped)
-    for (const auto& p : builtin_shipped_caches()) shipped.push_back(p.string());
-  const std::string worker = tuner::find_worker(), note = default_cache_dir_note();
+    for (const auto& p : files.shipped_caches) shipped.push_back(p.string());
+  const std::string worker = files.worker.string(), note = default_cache_dir_note();
   if (common.json) {
     json out = {{"user_cache", user.string()}, {"shipped_caches", shipped}, {"worker", worker}};
     if (!note.empty()) out["note"] = note;
