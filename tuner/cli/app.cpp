@@ -128,8 +128,11 @@ void CliApp::add_cache_commands() {
   import_ = cache_->add_subcommand("import", "read JSON Lines records (validated; new keys added, stored records kept "
                                              "unless --trust)");
   import_->add_option("file", file_, "input .jsonl file")->required()->check(CLI::ExistingFile);
-  import_->add_flag("--trust", trust_, "let a faster incoming record replace a stored one (its time is taken on "
-                                       "faith: it was measured elsewhere)");
+  auto* trust = import_->add_flag("--trust", trust_, "let a faster incoming record replace a stored one (its time is "
+                                                     "taken on faith: it was measured elsewhere)");
+  import_->add_flag("--verify", verify_, "re-time each record of this GPU here (its config beside the stored "
+                                         "winner and the default) and store what wins here (needs the GPU)")
+      ->excludes(trust);
   merge_ = cache_->add_subcommand("merge", "merge another SQLite cache (new keys added, stored records kept unless "
                                            "--trust)");
   merge_->add_option("file", file_, "other .sqlite cache")->required()->check(CLI::ExistingFile);
@@ -272,7 +275,7 @@ int CliApp::run() {
         return cache_show(common_, family, options, show_signature_);
       }
       if (*export_) return cache_export(common_, file_, force_);
-      if (*import_) return cache_import(common_, file_, trust_);
+      if (*import_) return verify_ ? cache_import_verified(common_, file_) : cache_import(common_, file_, trust_);
       if (*merge_) return cache_merge(common_, file_, trust_);
       if (*revalidate_) return cache_revalidate(common_, list_family_, runners_up_);
       if (*paths_) return cache_paths(common_);

@@ -60,7 +60,7 @@ class CliApp {
   CLI::App* revalidate_ = nullptr;
   CLI::App* paths_ = nullptr;
   int runners_up_ = 2;
-  bool force_ = false, trust_ = false;
+  bool force_ = false, trust_ = false, verify_ = false;
   bool json_requested_ = false;  ///< --json anywhere on the command line (errors then come as JSON too).
   FamilyOptions tune_families_, explain_families_, show_families_;
   std::string explain_signature_, show_signature_, list_family_, file_, explain_suite_;

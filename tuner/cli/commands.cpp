@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -629,6 +631,110 @@ int cache_import(const Common& common, const std::string& file, bool trust) {
   auto rep = store.import_jsonl(file, check_with_registry, trust);
   print_report(rep, common);
   return rep.rejected ? kExitError : 0;
+}
+
+namespace {
+
+// A private scratch folder (mkdtemp, removed with everything in it).
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    std::error_code ec;
+    std::string pattern = (std::filesystem::temp_directory_path(ec) / "jitune-import-XXXXXX").string();
+    if (ec || ::mkdtemp(pattern.data()) == nullptr)
+      throw StoreError("jitune cache import --verify: cannot make a scratch folder in the temp directory (" +
+                       std::string(std::strerror(errno)) + "); set TMPDIR to a writable folder");
+    path = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+bool same_device(const cache::RecordKey& key, const DeviceInfo& dev) {
+  return key.device_name == dev.name && key.cc == dev.cc() && key.sm_count == dev.sm_count;
+}
+
+// Measured against claimed: a claim this much faster than what this GPU does is reported as not reproduced.
+constexpr double kClaimTolerance = 1.25;
+
+}  // namespace
+
+int cache_import_verified(const Common& common, const std::string& file) {
+  Runtime rt(runtime_options(common));
+  Runtime::Impl& impl = internal::impl(rt);
+  if (!impl.user_store || impl.user_store->read_only())
+    throw StoreError("jitune cache import --verify needs a writable user cache (" +
+                     impl.options.user_cache.string() + ")");
+  const DeviceInfo& dev = rt.device();
+  // The file goes through the plain import's checks and limits into a scratch store first.
+  ScratchDir scratch;
+  cache::Store incoming(scratch.path / "incoming.sqlite", cache::OpenMode::kReadWrite);
+  cache::ImportReport rep = incoming.import_jsonl(file, check_with_registry, /*trust=*/true);
+  cache::Store others(scratch.path / "others.sqlite", cache::OpenMode::kReadWrite);
+  json verified = json::array();
+  int retimed = 0, not_reproduced = 0, failed = 0;
+  for (const cache::Record& r : incoming.records()) {
+    if (!same_device(r.key, dev)) {
+      others.put(r);  // tuned on another GPU: cannot be re-timed here; the plain policy below decides
+      continue;
+    }
+    const Family& f = *find_family(r.key.family);  // check_with_registry accepted it: the family exists
+    auto problem = f.parse_problem(r.key.signature);
+    // The incoming config, side by side with the stored winner (if any) and the heuristic default, timed here.
+    tuner::TuneOptions opt;
+    opt.only_configs.push_back(Config::parse(r.config));
+    const auto stored = impl.user_store->find_exact(r.key.family, r.key.template_hash, r.key.signature,
+                                                    r.key.device_name, r.key.cc, r.key.sm_count,
+                                                    r.key.nvrtc_version);
+    if (stored && stored->config != r.config && f.validate(*problem, Config::parse(stored->config), dev).empty())
+      opt.only_configs.push_back(Config::parse(stored->config));
+    try {
+      const tuner::TuneReport t = tuner::tune(rt, f, *problem, opt);
+      double incoming_us = 0;
+      for (const auto& [c, us] : t.retimed)
+        if (c.text() == r.config) incoming_us = us;
+      const bool reproduced = incoming_us > 0 && incoming_us <= r.time_us * kClaimTolerance;
+      ++retimed;
+      not_reproduced += !reproduced;
+      if (common.json) {
+        verified.push_back({{"family", r.key.family}, {"signature", r.key.signature}, {"config", r.config},
+                            {"claimed_us", r.time_us}, {"measured_us", incoming_us}, {"reproduced", reproduced},
+                            {"stored_config", stored ? stored->config : ""}, {"winner", t.best.text()},
+                            {"winner_us", t.best_us}, {"stored", t.stored}});
+      } else {
+        std::printf("%-12s %-44s %s claimed %.2f us, measured %.2f us%s -> %s %.2f us%s\n", r.key.family.c_str(),
+                    r.key.signature.c_str(), r.config.c_str(), r.time_us, incoming_us,
+                    reproduced ? "" : "  (claim not reproduced)", t.best.text().c_str(), t.best_us,
+                    t.stored ? ", stored" : "");
+      }
+    } catch (const Error& e) {
+      ++failed;
+      std::fprintf(stderr, "jitune cache import --verify %s %s: %s\n", r.key.family.c_str(), r.key.signature.c_str(),
+                   e.what());
+    }
+  }
+  const cache::ImportReport rest = impl.user_store->merge_from(others, check_with_registry, /*trust=*/false);
+  rep.added = rest.added;
+  rep.replaced = rest.replaced;
+  rep.kept = rest.kept;
+  rep.issues.insert(rep.issues.end(), rest.issues.begin(), rest.issues.end());
+  if (common.json) {
+    json issues = json::array();
+    for (const auto& i : rep.issues) issues.push_back({{"line", i.line}, {"message", i.message}});
+    std::cout << json{{"verified", verified}, {"retimed", retimed}, {"not_reproduced", not_reproduced}, {"failed", failed},
+                      {"device", dev.name}, {"other_devices", {{"added", rep.added}, {"kept", rep.kept}}},
+                      {"rejected", rep.rejected}, {"issues", issues}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("%d records of %s re-timed here (%d claims not reproduced, %d failed); records of other devices: ",
+                retimed, dev.name.c_str(), not_reproduced, failed);
+    std::printf("%zu added, %zu kept (the stored record stays); %zu rejected\n", rep.added, rep.kept, rep.rejected);
+    for (const auto& i : rep.issues) std::printf("  %s\n", i.message.c_str());
+  }
+  return rep.rejected || failed ? kExitError : 0;
 }
 
 int cache_merge(const Common& common, const std::string& file, bool trust) {

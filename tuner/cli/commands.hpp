@@ -50,6 +50,9 @@ int cache_show(const Common& common, const std::string& family, const std::map<s
 int cache_export(const Common& common, const std::string& file, bool replace_symlink);
 /// Imports / merges records; a stored record is replaced (by a faster incoming one) only with `trust`.
 int cache_import(const Common& common, const std::string& file, bool trust);
+/// Imports with every record of this device re-timed here first (its config side by side with the stored winner
+/// and the default; the winner measured here is stored); records of other devices follow the plain policy.
+int cache_import_verified(const Common& common, const std::string& file);
 int cache_merge(const Common& common, const std::string& file, bool trust);
 int cache_revalidate(const Common& common, const std::string& family, int runners_up);
 /// Where this jitune looks: the user cache (and any note about its folder), the shipped caches it found, the
