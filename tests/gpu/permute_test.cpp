@@ -246,13 +246,11 @@ extern "C" __global__ void pdl_copy_without_wait(const unsigned* in, unsigned* o
 )";
 
 TEST_CASE(
-    "a permute right behind the kernel that writes its input sees the finished input (programmatic launch)") {
+    "a permute right behind the kernel that writes its input sees the finished input (programmatic launch) "
+    "[sm_90]") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
-  if (rt.device().cc() < 90) {
-    MESSAGE("skipped: programmatic dependent launch needs sm_90 or newer; this GPU is ", rt.device().arch());
-    return;
-  }
+  REQUIRE_MESSAGE(rt.device().cc() >= 90, "gpu_main filters this case out below sm_90");
   const CompiledProgram program = internal::impl(rt).compiler.compile(
       kProducerProgram, {"pdl_producer", "pdl_copy_without_wait"}, rt.device().arch(), false);
   REQUIRE_MESSAGE(program.ok, program.log);

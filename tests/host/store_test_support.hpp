@@ -184,4 +184,16 @@ inline int run_in_child(bool as_nobody, const std::function<int()>& body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Whether file permissions can be made to apply to a child: always for a non-root user; as root only when a
+// child can become user nobody (not in some containers). Checked once, before any test runs (for doctest::skip).
+inline bool permissions_can_apply() {
+  if (::geteuid() != 0) return true;
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0)
+    ::_exit(::setgroups(0, nullptr) == 0 && ::setgid(65534) == 0 && ::setuid(65534) == 0 ? 0 : 77);
+  int status = 0;
+  return ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 }  // namespace store_test
