@@ -45,8 +45,10 @@ if [ "$what" = python ] || [ "$what" = all ]; then
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   python3 bench/python/bench_ops.py --json "$out/python.json" "${peer_args[@]}" || status=1
   if [ -f "$out/jitune.json" ] && [ -f "$out/torch.json" ]; then
+    # A second C++ run after the Python one: the C++ bench's own run-to-run spread, beside the 2% comparison.
+    "$build/jitune_bench" --json "$out/jitune_again.json" "${fam_args[@]}" >/dev/null || status=1
     python3 bench/python/compare_paths.py "$out/jitune.json" "$out/python.json" "$out/torch.json" \
-      --markdown "$out/paths.md" | tail -60
+      --cpp-again "$out/jitune_again.json" --markdown "$out/paths.md" | tail -60
   fi
   python3 examples/pytorch/add2.py 2>&1 | tee "$out/add2.txt"
 fi

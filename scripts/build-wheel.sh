@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Python wheel (py3-none-linux_x86_64: libjitune.so, jitune-worker, the shipped caches and the package in
+# Builds the Python wheel (cp310-abi3-linux_x86_64: libjitune.so, jitune-worker, the shipped caches and the package in
 # python/jitune) into dist/. Without build isolation, so it works offline once scripts/install-deps.sh has run; the
 # CMake build lives in build-py/ and is incremental. Prints the wheel's path last.
 set -euo pipefail
@@ -16,4 +16,4 @@ mkdir -p dist
 rm -f "dist/jitune-${version}-"*.whl
 python3 -m pip wheel . --no-build-isolation --no-deps --wheel-dir dist \
   ${CUDAToolkit_ROOT:+--config-settings=cmake.define.CUDAToolkit_ROOT=$CUDAToolkit_ROOT} -q
-ls "dist/jitune-${version}-py3-none-"*.whl
+ls "dist/jitune-${version}-cp310-abi3-"*.whl

@@ -9,8 +9,9 @@ Per case (the names of bench/peer/ and jitune_bench): the op's result is checked
             kernels jitune launched, with no host work in between (what "device time" means for the Python path);
   level:    how the call's configuration was chosen (jitune.torch.explain-like lookup: "exact" = the same tuned
             record the C++ bench uses).
-Host overhead: a loop of 20000 calls on small tensors, synchronised once per round, median of 7 rounds, for the
-jitune.torch op and for the PyTorch op that computes the same thing.
+Host overhead: rounds of 5000 calls on small tensors, synchronised once per round, median of 15 rounds, for the
+jitune.torch op, the PyTorch op that computes the same thing and (where the wheel has jitune._fast) the jitune.torch
+op with its call made through ctypes, the rounds interleaved.
 usage: python3 bench/python/bench_ops.py --json out.json [--family permute ...] [--overhead-only]
 """
 import argparse
@@ -210,22 +211,40 @@ def run_suite(families, l2):
     return rows
 
 
-def per_call_us(ours, peer, calls=5000, rounds=15):
-    """Host µs per call of `ours` and of `peer`, each the median of `rounds` rounds of `calls` back-to-back calls.
-    The rounds alternate (ours, peer, ours, ...), so both see the same clock and background drift: one op timed
-    after the other gave ratios that moved by a third between runs of the same code."""
-    for fn in (ours, peer):
+def per_call_us(fns, calls=5000, rounds=15):
+    """Host µs per call of each of `fns`, each the median of `rounds` rounds of `calls` back-to-back calls. The
+    rounds alternate (one round of each fn in turn), so all see the same clock and background drift: one op timed
+    after the other gave ratios that moved by a third between runs of the same code. An entry may be a pair
+    (fn, path): path(True) is called before its round and path(False) after it (outside the timed loop)."""
+    fns = [f if isinstance(f, tuple) else (f, None) for f in fns]
+    for fn, path in fns:
+        if path:
+            path(True)
         fn()
+        if path:
+            path(False)
     torch.cuda.synchronize()
-    samples = ([], [])
+    samples = [[] for _ in fns]
     for _ in range(rounds):
-        for fn, out in zip((ours, peer), samples):
+        for (fn, path), out in zip(fns, samples):
+            if path:
+                path(True)
             t0 = time.perf_counter()
             for _ in range(calls):
                 fn()
             torch.cuda.synchronize()
             out.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(samples[0]), statistics.median(samples[1])
+            if path:
+                path(False)
+    return [statistics.median(s) for s in samples]
+
+
+_FAST = jt._F
+
+
+def _ctypes_path(on):
+    """Sets jitune._fast aside (on=True) so jitune.torch calls libjitune through ctypes, or puts it back."""
+    jt._F = None if on else _FAST
 
 
 def overhead_pairs():
@@ -254,10 +273,14 @@ def host_overhead():
     rows = []
     with torch.no_grad():
         for ours_name, ours, peer_name, peer in overhead_pairs():
-            a, b = per_call_us(ours, peer)
-            rows.append({"op": ours_name, "jitune_us": a, "peer": peer_name, "peer_us": b, "ratio": a / b})
-            print(f"host overhead {ours_name:28s} {a:7.2f} us   {peer_name:30s} {b:7.2f} us   {a / b:5.2f}x",
-                  flush=True)
+            fns = [ours, peer] + ([(ours, _ctypes_path)] if _FAST is not None else [])
+            a, b, *c = per_call_us(fns)
+            row = {"op": ours_name, "jitune_us": a, "peer": peer_name, "peer_us": b, "ratio": a / b}
+            if c:
+                row["jitune_ctypes_us"] = c[0]
+            rows.append(row)
+            print(f"host overhead {ours_name:28s} {a:7.2f} us   {peer_name:30s} {b:7.2f} us   {a / b:5.2f}x"
+                  + (f"   (ctypes only {c[0]:6.2f} us, {c[0] / b:4.2f}x)" if c else ""), flush=True)
     return rows
 
 

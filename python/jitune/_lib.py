@@ -15,6 +15,10 @@ Stable names other modules (jitune.torch included) use:
 - Struct mirrors (each with ``make()``, which zeroes it and sets ``struct_size``): ``RuntimeOptions``,
   ``DeviceInfo``, ``UpsampleNearest2dShape``, ``Conv2dParams``, ``TuneResult``, ``ImportReport``.
 - ``library_path``, ``nvrtc_path``: where libjitune and libnvrtc were loaded from.
+- ``fast``: the jitune._fast module (elementwise, permute, index_add, scatter_add, dot, reduce_rows: the C ABI's
+  arguments in order, pointers as ints, returning the status; upsample_nearest2d(rt, shape_address, in, out,
+  stream, backward)) bound to ``lib``, or None (no extension in this
+  build, or $JITUNE_PYTHON_CTYPES=1); jitune.torch uses it for those calls when present.
 
 Where the library comes from: $JITUNE_LIBRARY when set (a path), else libjitune.so in this package's folder (the
 wheel puts it there). libjitune needs libnvrtc.so.13; when the plain name does not load, it is preloaded
@@ -57,6 +61,7 @@ from . import errors
 
 __all__ = [
     "lib",
+    "fast",
     "check",
     "text_call",
     "last_error",
@@ -372,6 +377,19 @@ for _name, (_restype, _argtypes) in _PROTOTYPES.items():
 del _name, _restype, _argtypes, _fn
 
 _last_error = lib.jitune_last_error
+
+# jitune._fast (python/fast/fast.c): the hot op calls without ctypes' argument conversion, bound to this very
+# library's functions. None when the package was built without it or JITUNE_PYTHON_CTYPES=1 asks for ctypes only.
+fast = None
+if os.environ.get("JITUNE_PYTHON_CTYPES", "") in ("", "0"):
+    try:
+        from . import _fast as fast
+    except ImportError:
+        fast = None
+    if fast is not None:
+        fast.bind(*(ctypes.cast(getattr(lib, name), c_void_p).value for name in (
+            "jitune_elementwise", "jitune_permute", "jitune_index_add", "jitune_scatter_add", "jitune_dot",
+            "jitune_reduce_rows", "jitune_upsample_nearest2d", "jitune_upsample_nearest2d_backward")))
 
 
 def last_error() -> str:

@@ -21,7 +21,8 @@ more per call, bench/RESULTS.md). Its autograd kernel is jitune's own: for plain
 record and no dispatch mode active it calls the CUDA kernel's Python function at once; tensor subclasses
 (FakeTensor, FunctionalTensor under torch.compile), dispatch modes and gradients take the ordinary path through
 the dispatcher and an ``autograd.Function``. The CUDA kernel reads the pointers, shapes and the current stream
-and makes one ctypes call into libjitune.
+and makes one call into libjitune: through jitune._fast (a stable-ABI extension, about 1 µs cheaper per call) for
+every op but conv2d where the wheel has it, else ctypes.
 
 Inputs that are not contiguous are made contiguous first (a copy); upsample_nearest2d keeps channels_last
 tensors channels_last (jitune's NHWC kernels). Tensors of an op must be on one CUDA device; the op runs on that
@@ -45,6 +46,7 @@ __all__ = [
 ]
 
 _C = _lib.lib
+_F = _lib.fast  # jitune._fast, or None: then every call goes through ctypes
 _check = _lib.check
 _runtime_for = _runtime.runtime_for
 _handles = _runtime._handles  # device -> runtime handle; runtime_for creates a missing one
@@ -254,13 +256,17 @@ def _elementwise_cuda(expr: str, inputs):
     if n == 0:
         return out
     dev = _device(first)
-    pointers = _POINTER_ARRAYS[len(inputs)](*[t.data_ptr() for t in inputs])
     text = _EXPRESSIONS.get(expr)
     if text is None:
         text = _EXPRESSIONS[expr] = expr.encode()
     rt = _handles.get(dev) or _runtime_for(dev)
-    status = _C.jitune_elementwise(rt, text, pointers, len(inputs), out.data_ptr(), n,
-                                   _DTYPE[first.dtype], _raw_stream(dev))
+    if _F:
+        status = _F.elementwise(rt, text, out.data_ptr(), n, _DTYPE[first.dtype], _raw_stream(dev),
+                                *[t.data_ptr() for t in inputs])
+    else:
+        pointers = _POINTER_ARRAYS[len(inputs)](*[t.data_ptr() for t in inputs])
+        status = _C.jitune_elementwise(rt, text, pointers, len(inputs), out.data_ptr(), n,
+                                       _DTYPE[first.dtype], _raw_stream(dev))
     if status:
         _check(status)
     return out
@@ -303,7 +309,8 @@ def _permute_cuda(x: torch.Tensor, perm):
     if args is None:
         _permute_check(x, perm)
         ndim = len(perm)
-        args = (tuple(x.shape[p] for p in perm), (ctypes.c_int64 * ndim)(*x.shape), (ctypes.c_int32 * ndim)(*perm))
+        args = (tuple(x.shape[p] for p in perm), (ctypes.c_int64 * ndim)(*x.shape), (ctypes.c_int32 * ndim)(*perm),
+                tuple(x.shape), tuple(int(p) for p in perm))
         _permute_args[key] = args
     out = _empty(x, args[0])
     if out.numel() == 0:
@@ -311,8 +318,11 @@ def _permute_cuda(x: torch.Tensor, perm):
     x = _contiguous(x)
     dev = _device(x)
     rt = _handles.get(dev) or _runtime_for(dev)
-    status = _C.jitune_permute(rt, x.data_ptr(), out.data_ptr(), args[1], args[2], len(perm),
-                               _DTYPE[x.dtype], _raw_stream(dev))
+    if _F:
+        status = _F.permute(rt, x.data_ptr(), out.data_ptr(), args[3], args[4], _DTYPE[x.dtype], _raw_stream(dev))
+    else:
+        status = _C.jitune_permute(rt, x.data_ptr(), out.data_ptr(), args[1], args[2], len(perm),
+                                   _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
     return out
@@ -359,7 +369,7 @@ def _image_check(op: str, name: str, x: torch.Tensor):
     _need_float(op, name, x)
 
 
-_upsample_shapes = {}  # (backward, shape, sizes, scales, exact, layout, dtype) -> jitune_upsample_nearest2d_shape
+_upsample_shapes = {}  # (shape, sizes, scales, exact, layout, dtype) -> (jitune_upsample_nearest2d_shape, address)
 
 
 def _upsample_shape(batch, out_size, scale_h, scale_w, exact, layout, dtype):
@@ -374,7 +384,7 @@ def _upsample_shape(batch, out_size, scale_h, scale_w, exact, layout, dtype):
         shape.layout = layout
         shape.mode = 1 if exact else 0
         shape.dtype = _DTYPE[dtype]
-        _upsample_shapes[key] = shape
+        shape = _upsample_shapes[key] = (shape, ctypes.addressof(shape))
     return shape
 
 
@@ -399,8 +409,11 @@ def _upsample_cuda(x, output_size, scale_h=None, scale_w=None, exact=False):
     shape = _upsample_shape(x.shape, output_size, scale_h, scale_w, exact, _NHWC if nhwc else _NCHW, x.dtype)
     dev = _device(x)
     rt = _handles.get(dev) or _runtime_for(dev)
-    status = _C.jitune_upsample_nearest2d(rt, ctypes.byref(shape), x.data_ptr(), out.data_ptr(),
-                                          _raw_stream(dev))
+    if _F:
+        status = _F.upsample_nearest2d(rt, shape[1], x.data_ptr(), out.data_ptr(), _raw_stream(dev), 0)
+    else:
+        status = _C.jitune_upsample_nearest2d(rt, ctypes.byref(shape[0]), x.data_ptr(), out.data_ptr(),
+                                              _raw_stream(dev))
     if status:
         _check(status)
     return out
@@ -425,8 +438,12 @@ def _upsample_bwd_cuda(grad_output, input_size, output_size, scale_h=None, scale
                             grad_output.dtype)
     dev = _device(grad_output)
     rt = _handles.get(dev) or _runtime_for(dev)
-    status = _C.jitune_upsample_nearest2d_backward(rt, ctypes.byref(shape), grad_output.data_ptr(),
-                                                   grad_input.data_ptr(), _raw_stream(dev))
+    if _F:
+        status = _F.upsample_nearest2d(rt, shape[1], grad_output.data_ptr(), grad_input.data_ptr(),
+                                       _raw_stream(dev), 1)
+    else:
+        status = _C.jitune_upsample_nearest2d_backward(rt, ctypes.byref(shape[0]), grad_output.data_ptr(),
+                                                       grad_input.data_ptr(), _raw_stream(dev))
     if status:
         _check(status)
     return grad_input
@@ -535,9 +552,10 @@ def _index_add_into(out, index, src, alpha, check_indices):
     rows = out.shape[0]
     dev = out.get_device()
     rt = _handles.get(dev) or _runtime_for(dev)
-    status = _C.jitune_index_add(rt, out.data_ptr(), rows, index.data_ptr(), count,
-                                 _DTYPE[index.dtype], src.data_ptr(), src.shape[0], total // rows, _DTYPE[out.dtype],
-                                 alpha, check_indices, _raw_stream(dev))
+    call = _F.index_add if _F else _C.jitune_index_add
+    status = call(rt, out.data_ptr(), rows, index.data_ptr(), count, _DTYPE[index.dtype], src.data_ptr(),
+                  src.shape[0], total // rows, _DTYPE[out.dtype], alpha, 1 if check_indices else 0,
+                  _raw_stream(dev))
     if status:
         _check(status)
 
@@ -548,9 +566,10 @@ def _scatter_add_into(out, index, src, alpha, check_indices):
     index, src = _contiguous(index), _contiguous(src)
     dev = _device(out)
     rt = _handles.get(dev) or _runtime_for(dev)
-    status = _C.jitune_scatter_add(rt, out.data_ptr(), out.shape[0], index.data_ptr(),
-                                   index.shape[0], _DTYPE[index.dtype], src.data_ptr(), src.shape[0],
-                                   _DTYPE[out.dtype], alpha, 1 if check_indices else 0, _raw_stream(dev))
+    call = _F.scatter_add if _F else _C.jitune_scatter_add
+    status = call(rt, out.data_ptr(), out.shape[0], index.data_ptr(), index.shape[0], _DTYPE[index.dtype],
+                  src.data_ptr(), src.shape[0], _DTYPE[out.dtype], alpha, 1 if check_indices else 0,
+                  _raw_stream(dev))
     if status:
         _check(status)
 
@@ -691,8 +710,8 @@ def _dot_cuda(x, y):
     x, y = _contiguous(x), _contiguous(y)
     dev = _device(x)
     rt = _handles.get(dev) or _runtime_for(dev)
-    status = _C.jitune_dot(rt, x.data_ptr(), y.data_ptr(), x.shape[0], out.data_ptr(),
-                           _DTYPE[x.dtype], _raw_stream(dev))
+    call = _F.dot if _F else _C.jitune_dot
+    status = call(rt, x.data_ptr(), y.data_ptr(), x.shape[0], out.data_ptr(), _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
     return out
@@ -857,8 +876,8 @@ def _reduce_cuda(x, op):
         x = x.contiguous()
     dev = x.get_device()
     rt = _handles.get(dev) or _runtime_for(dev)
-    status = _C.jitune_reduce_rows(rt, x.data_ptr(), out.data_ptr(), rows, cols, _REDUCE_OPS[op],
-                                   _DTYPE[x.dtype], _raw_stream(dev))
+    call = _F.reduce_rows if _F else _C.jitune_reduce_rows
+    status = call(rt, x.data_ptr(), out.data_ptr(), rows, cols, _REDUCE_OPS[op], _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
     return out

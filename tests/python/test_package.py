@@ -6,6 +6,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -217,3 +218,59 @@ def test_the_wheel_ships_its_caches():
     if not os.path.isdir(os.path.join(os.path.dirname(jitune.__file__), "shipped")):
         pytest.skip("the package was not installed from a wheel (no jitune/shipped/)")
     assert caches and all(c.endswith(".sqlite") for c in caches)
+
+
+def test_fast_calls_are_bound_to_the_loaded_library():
+    """jitune._fast (the stable-ABI extension for hot calls) is in the wheel and bound; a call reaches the very
+    library ctypes loaded: a NULL runtime gets the C layer's status and thread-local message."""
+    package = pathlib.Path(jitune.__file__).parent
+    if not list(package.glob("_fast*.so")):
+        pytest.skip("this build of the package has no jitune._fast (no Python headers): ctypes only")
+    fast = _lib.fast
+    assert fast is not None
+    status = fast.elementwise(None, b"z = x * y", 0x1000, 16, 0, None, 0x2000, 0x3000)
+    assert status == errors.ERROR_INVALID_ARGUMENT
+    assert "jitune_elementwise: argument 'runtime' is NULL" in _lib.last_error()
+    status = fast.permute(None, 0x1000, 0x2000, (4, 5), (1, 0), 0, None)
+    assert status == errors.ERROR_INVALID_ARGUMENT and "jitune_permute" in _lib.last_error()
+    for call, args in ((fast.index_add, (None, 1, 4, 2, 3, 7, 3, 3, 1, 0, 1.0, 0, None)),
+                       (fast.scatter_add, (None, 1, 4, 2, 3, 7, 3, 3, 0, 1.0, 0, None)),
+                       (fast.dot, (None, 1, 2, 3, 4, 0, None)),
+                       (fast.reduce_rows, (None, 1, 2, 3, 4, 0, 0, None)),
+                       (fast.upsample_nearest2d, (None, 1, 2, 3, None, 0)),
+                       (fast.upsample_nearest2d, (None, 1, 2, 3, None, 1))):
+        assert call(*args) == errors.ERROR_INVALID_ARGUMENT
+        assert "argument 'runtime' is NULL" in _lib.last_error()
+
+
+def test_fast_rejects_bad_arguments_without_calling():
+    fast = _lib.fast
+    if fast is None:
+        pytest.skip("no jitune._fast in this build")
+    with pytest.raises(TypeError, match="takes 6 arguments and 1 to 8 inputs"):
+        fast.elementwise(None, b"z = x", 0, 1, 0, None)  # no input
+    with pytest.raises(TypeError, match="takes 6 arguments and 1 to 8 inputs"):
+        fast.elementwise(None, b"z = x", 0, 1, 0, None, *range(1, 10))  # 9 inputs
+    with pytest.raises(TypeError):
+        fast.elementwise(None, "not bytes", 0, 1, 0, None, 1)
+    with pytest.raises(TypeError):
+        fast.dot(None, "x", 2, 3, 4, 0, None)
+    with pytest.raises(OverflowError):
+        fast.dot(None, 1, 2, 2 ** 70, 4, 0, None)
+    with pytest.raises(OverflowError):
+        fast.dot(None, 1, 2, 3, 4, 2 ** 40, None)
+    with pytest.raises(ValueError, match="at most 8"):
+        fast.permute(None, 1, 2, tuple(range(9)), tuple(range(9)), 0, None)
+    with pytest.raises(ValueError, match="differ in length"):
+        fast.permute(None, 1, 2, (4, 5), (0,), 0, None)
+    with pytest.raises(TypeError, match="tuple"):
+        fast.permute(None, 1, 2, [4, 5], (1, 0), 0, None)
+    with pytest.raises(TypeError, match="takes 13 arguments"):
+        fast.index_add(None)
+
+
+def test_ctypes_only_when_asked(tmp_path):
+    code = "from jitune import _lib; print(_lib.fast is None)"
+    env = dict(os.environ, JITUNE_PYTHON_CTYPES="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"

@@ -283,3 +283,42 @@ def test_eager_overhead_path_handles_many_shapes():
     for n in range(1, 40):
         x = rand(n, 3)
         assert torch.equal(jt.permute(x, (1, 0)), x.t().contiguous())
+
+
+def test_fast_and_ctypes_paths_agree(monkeypatch):
+    """jitune._fast and the ctypes path make the same call: the deterministic ops give bit-identical results both
+    ways, the atomic ones (index_add, scatter_add, dot: the order of float additions varies) agree within rounding,
+    and all match PyTorch."""
+    if jt._F is None:
+        pytest.skip("no jitune._fast in this build: ctypes only")
+    x, y, w = (rand(1000003, dtype=torch.float16) for _ in range(3))
+    m = rand(67, 131)
+    img = rand(2, 3, 9, 7, dtype=torch.bfloat16)
+    grad = rand(2, 3, 18, 14, dtype=torch.bfloat16)
+    dst, src = rand(300, 17), rand(1000, 17)
+    idx = torch.randint(0, 300, (1000,), device="cuda")
+    flat_dst, flat_src = rand(300), rand(1000)
+    xf, yf = x.float(), y.float()
+
+    def run():
+        exact = [jt.elementwise("z = x * y + w", x, y, w), jt.permute(m, (1, 0)), jt.sum_rows(m), jt.amax_rows(m),
+                 jt.upsample_nearest2d(img, scale_factor=2),
+                 jt.upsample_nearest2d_backward(grad, (2, 3, 9, 7), (18, 14), 2.0, 2.0)]
+        atomic = [jt.index_add(dst, idx, src), jt.scatter_add(flat_dst, idx, flat_src), jt.dot(xf, yf)]
+        return exact, atomic
+
+    fast = run()
+    monkeypatch.setattr(jt, "_F", None)
+    slow = run()
+    for i, (a, b) in enumerate(zip(fast[0], slow[0])):
+        assert torch.equal(a, b), f"deterministic op {i} differs between jitune._fast and ctypes"
+    for a, b in zip(fast[1][:2], slow[1][:2]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
+    scale = float((xf * yf).abs().sum())  # a float32 sum of 1M terms: its rounding grows with the terms' size
+    assert abs(float(fast[1][2]) - float(slow[1][2])) <= 1e-5 * scale
+    close(fast[0][0], x * y + w)
+    assert torch.equal(fast[0][1], m.t().contiguous())
+    assert torch.equal(fast[0][3], m.amax(-1))
+    assert torch.equal(fast[0][4], F.interpolate(img, scale_factor=2, mode="nearest"))
+    close(fast[1][0], dst.index_add(0, idx, src))
+    assert abs(float(fast[1][2]) - float(torch.dot(xf, yf))) <= 1e-5 * scale
