@@ -55,6 +55,12 @@ def main():
     if again:
         lines.append(f"Of those {total - within}, {explained} are within the C++ bench's own run-to-run spread "
                      "(or within 2% of its second run).")
+    single = [r for r in py.get("cases", []) if "graph1_us" in r and r["case"] in cpp]
+    if single:
+        worst = max(single, key=lambda r: r["graph1_us"] / cpp[r["case"]]["us"])
+        lines.append(f"Large cases use 5 calls a graph; with one call a graph (the graph's launch latency on one "
+                     f"kernel) the largest Python / C++ ratio is {worst['graph1_us'] / cpp[worst['case']]['us']:.3f} "
+                     f"(`{worst['case']}`).")
     lines.append("")
     if py.get("host_overhead"):
         lines += ["| op (small tensors, eager, no grad) | jitune.torch us per call | PyTorch op | PyTorch us per "
