@@ -52,7 +52,7 @@ def main():
     lines += ["", f"{within} of {total} cases: Python device time within 2% of the C++ bench's."]
     if outside:
         lines.append("Outside 2%: " + ", ".join(outside) + ".")
-    if again:
+    if again and outside:
         lines.append(f"Of those {total - within}, {explained} are within the C++ bench's own run-to-run spread "
                      "(or within 2% of its second run).")
     single = [r for r in py.get("cases", []) if "graph1_us" in r and r["case"] in cpp]
