@@ -4,7 +4,8 @@
 # call of a new process. Everything it prints is also kept under $OUT (or ./device-out).
 # With "python" (or all): the Python package's tests (the wheel installed into build-py/site, carried), its bench
 # beside PyTorch, and the join with the C++ bench of the same run (needs bench's jitune.json and torch.json).
-#   usage: [BUILD=build] bench/device.sh [tests|bench|python|all] [family ...]   (default: all, every family)
+# With "inductor": the C++ bench and PyTorch eager + torch.compile (Inductor, max-autotune) side by side.
+#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|all] [family ...]   (default: all, every family)
 set -uo pipefail
 what=${1:-all}
 shift || true
@@ -38,6 +39,14 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   if [ ${#families[@]} -eq 0 ] || [[ " ${families[*]} " == *" elementwise "* ]]; then
     "$build/jitune_bench" --first-call | tee "$out/first_call.json"
   fi
+fi
+if [ "$what" = inductor ]; then
+  # Inductor beside eager (peer_torch.py --inductor: compile times apart), joined with the jitune bench of the same
+  # call; max-autotune compiles each case, so run a few families per call.
+  "$build/jitune_bench" --json "$out/jitune.json" "${fam_args[@]}" || status=1
+  python3 bench/peer_torch.py --inductor --json "$out/torch_inductor.json" "${peer_args[@]}" || status=1
+  python3 bench/compare.py "$out/jitune.json" "$out/torch_inductor.json" --markdown "$out/table_inductor.md" |
+    grep -E "at or above|Behind"
 fi
 if [ "$what" = python ] || [ "$what" = all ]; then
   export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}

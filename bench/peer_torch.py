@@ -5,6 +5,12 @@ Large cases: one call between two CUDA events, 10 warm-ups, median of 50. Small 
 back-to-back calls between two events divided by 100, median of 20 groups. Inputs are fresh random values, never
 zero; each case's result is checked before it is timed. TF32 off, cudnn.benchmark on. Cases come from the modules
 in bench/peer/ (one per jitune family). Writes JSON for bench/compare.py.
+
+With --inductor each case is also compiled with torch.compile(mode="max-autotune-no-cudagraphs", fullgraph=True,
+dynamic=False) from its plain PyTorch expression (the case module's third setup value: function, inputs, check),
+checked, and timed the same way: inductor_us beside us. The first call's wall time (tracing, autotuning, Triton
+compilation) is reported apart as inductor_compile_s. Dynamo is reset before each case, so no case is served by
+another's graph or falls back to eager at a recompile limit.
 """
 import argparse
 import importlib
@@ -13,6 +19,7 @@ import os
 import pkgutil
 import statistics
 import sys
+import time
 
 import torch
 
@@ -36,6 +43,21 @@ def timed(fn, small):
     return statistics.median(samples), ("back_to_back_100" if small else "single")
 
 
+def inductor(pure, small):
+    """torch.compile of the case's plain expression: (us, mode, compile seconds, correct)."""
+    fn, args, check = pure
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", fullgraph=True, dynamic=False)
+    t0 = time.perf_counter()
+    got = compiled(*args)
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    ok = bool(check(got))
+    del got
+    us, mode = timed(lambda: compiled(*args), small)
+    return us, mode, compile_s, ok
+
+
 def copy_gbs():
     n = 1 << 28  # 1 GiB of float32
     a, b = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
@@ -48,6 +70,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--family", action="append", help="only these families (module names in bench/peer)")
+    ap.add_argument("--case", action="append", help="only cases whose name contains this text")
+    ap.add_argument("--inductor", action="store_true",
+                    help="also time torch.compile(mode='max-autotune-no-cudagraphs') of each case")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -59,7 +84,9 @@ def main():
         if args.family and mod not in args.family:
             continue
         for case in importlib.import_module(f"peer.{mod}").cases():
-            run, check = case["setup"]()
+            if args.case and not any(text in case["case"] for text in args.case):
+                continue
+            run, check, pure = case["setup"]()
             run()
             torch.cuda.synchronize()
             ok = bool(check())
@@ -69,10 +96,16 @@ def main():
                    "correct": ok, "op": case["op"]}
             if case.get("flops"):
                 row["gflops"] = case["flops"] / (us * 1e3)
+            if args.inductor:
+                ius, _, compile_s, iok = inductor(pure, case["bytes"] < 4 * l2)
+                row.update(inductor_us=ius, inductor_gbs=case["bytes"] / (ius * 1e3), inductor_compile_s=compile_s,
+                           inductor_correct=iok)
             rows.append(row)
             print(f"{case['case']:40s} {us:9.2f} us {row['gbs']:8.1f} GB/s {row['pct_copy']:6.1f}% copy  {mode}"
-                  f"{'' if ok else '  WRONG'}")
-            del run, check
+                  f"{'' if ok else '  WRONG'}"
+                  + (f"   inductor {row['inductor_us']:9.2f} us (compiled in {row['inductor_compile_s']:.1f} s)"
+                     f"{'' if row['inductor_correct'] else ' WRONG'}" if args.inductor else ""), flush=True)
+            del run, check, pure
             torch.cuda.empty_cache()
     out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "cudnn": torch.backends.cudnn.version(), "copy_gbs": copy, "cases": rows}

@@ -1,4 +1,5 @@
-"""Elementwise peers: torch.mul(out=) for z = x * y and torch.addcmul(out=) for out = a * b + c."""
+"""Elementwise peers: torch.mul(out=) for z = x * y and torch.addcmul(out=) for out = a * b + c; for Inductor the
+plain expressions x * y and a * b + c."""
 import torch
 
 from .common import nonzero
@@ -22,12 +23,15 @@ def _case(name, dtype, n, arity):
         if arity == 2:
             run = lambda: torch.mul(ins[0], ins[1], out=res)
             check = lambda: torch.equal(res, ins[0] * ins[1])
+            pure = (lambda x, y: x * y, ins, lambda got: torch.equal(got, ins[0] * ins[1]))
         else:
             run = lambda: torch.addcmul(ins[2], ins[0], ins[1], out=res)
             # Near-cancelling a * b + c needs an absolute tolerance too (fused vs separate rounding).
-            check = lambda: torch.allclose(res.float(), ins[0].float() * ins[1].float() + ins[2].float(), rtol=1e-2,
-                                           atol=2e-2)
-        return run, check
+            close = lambda got: torch.allclose(got.float(), ins[0].float() * ins[1].float() + ins[2].float(),
+                                               rtol=1e-2, atol=2e-2)
+            check = lambda: close(res)
+            pure = (lambda a, b, c: a * b + c, ins, close)
+        return run, check, pure
 
     size = 2 if dtype == "float16" else 4
     return {"case": name, "setup": setup, "bytes": (arity + 1) * n * size,

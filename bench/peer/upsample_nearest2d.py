@@ -46,9 +46,11 @@ def _case(name, direction, dtype, shape, layout, factor=2.0):
             x = nonzero(shape, dt).contiguous(memory_format=fmt)
             run = lambda: F.interpolate(x, scale_factor=factor, mode="nearest")
             if factor == 2.0:
-                check = lambda: torch.equal(run(), x.repeat_interleave(2, 2).repeat_interleave(2, 3))
+                same = lambda got: torch.equal(got, x.repeat_interleave(2, 2).repeat_interleave(2, 3))
             else:
-                check = lambda: torch.equal(run(), F.interpolate(x.float(), scale_factor=factor).to(dt))
+                same = lambda got: torch.equal(got, F.interpolate(x.float(), scale_factor=factor).to(dt))
+            check = lambda: same(run())
+            pure = (lambda t: F.interpolate(t, scale_factor=factor, mode="nearest"), (x,), same)
         else:
             g = nonzero((n, c, oh, ow), dt).contiguous(memory_format=fmt)
             run = lambda: torch.ops.aten.upsample_nearest2d_backward(g, [oh, ow], [n, c, h, w], factor, factor)
@@ -57,9 +59,12 @@ def _case(name, direction, dtype, shape, layout, factor=2.0):
             else:
                 expected = lambda: torch.ops.aten.upsample_nearest2d_backward(g.float(), [oh, ow], [n, c, h, w],
                                                                               factor, factor)
-            check = lambda: torch.allclose(run().float(), expected(), rtol=1e-2 if dt != torch.float32 else 1e-6,
-                                           atol=1e-5)
-        return run, check
+            close = lambda got: torch.allclose(got.float(), expected(), rtol=1e-2 if dt != torch.float32 else 1e-6,
+                                               atol=1e-5)
+            check = lambda: close(run())
+            pure = (lambda t: torch.ops.aten.upsample_nearest2d_backward(t, [oh, ow], [n, c, h, w], factor, factor),
+                    (g,), close)
+        return run, check, pure
 
     size = 2 if dtype == "float16" else 4
     return {"case": name, "setup": setup, "bytes": n * c * (h * w + oh * ow) * size,
