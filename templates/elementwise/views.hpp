@@ -1,0 +1,64 @@
+// Elementwise over views (issue 21, item 2), the host half: from each operand's shape and strides (in elements)
+// to the problem a kernel runs. PyTorch's broadcasting rules give the output shape; size-1 dims are dropped; dims
+// are put in the output's memory order and merged wherever every operand allows; what is left is classified into
+// the layout class the tuner keys on. Not yet wired to a kernel or to jitune::elementwise: the next step is the
+// strided kernel template and the op; this part is tested on the host (tests/host/elementwise_views_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace jitune::templates::elementwise {
+
+/// One operand as the caller sees it: shape and strides in elements (same length; a stride may be 0 for a
+/// broadcast dim, never negative).
+struct View {
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;
+};
+
+/// How the operands lie in memory after merging, best first (what the kernel variant and the tuner key on). The
+/// output is written in its memory order; "inner" is its fastest dim after merging.
+enum class LayoutClass {
+  kContiguous,       ///< One dim: output dense, every input dense or a broadcast scalar (stride 0).
+  kRows,             ///< Two or more dims, every operand dense along the inner dim or a scalar: a bias row
+                     ///< broadcast over rows (outer stride 0), sliced rows (`a[:, 1:]`), padded rows. Vector loads
+                     ///< along each row.
+  kBroadcastColumn,  ///< Output dense along the inner dim; each input dense there or constant along it (inner
+                     ///< stride 0, outer not: one value per row, e.g. a (rows, 1) column), at least one such.
+  kInnerTranspose,   ///< Output dense along the inner dim; some input strided there but dense along another dim
+                     ///< (a permuted input): a tiled transpose-in-load pays.
+  kGeneral,          ///< Anything else: a strided gather per element.
+};
+
+/// "contiguous", "rows", "broadcast_column", "inner_transpose", "general".
+std::string_view layout_class_name(LayoutClass layout) noexcept;
+
+/// The planned problem: merged shape (outermost first, output memory order) and one stride list per operand
+/// (output first, then the inputs in order), each as long as `shape`.
+struct ViewPlan {
+  std::vector<std::int64_t> shape;
+  std::vector<std::vector<std::int64_t>> strides;
+  LayoutClass layout = LayoutClass::kGeneral;
+  std::int64_t elements = 0;  ///< Output elements (product of shape; 0 for an empty problem).
+  /// Canonical text of the layout for signatures: "layout=<class>;shape=a,b;strides=o:s,s|i0:s,s|..."
+  std::string key() const;
+};
+
+/// Plans an elementwise call whose inputs broadcast to `output`'s shape. Throws InvalidArgument, saying which
+/// operand and dim and what to do, for: shapes and strides of different lengths, a negative size or stride, shapes
+/// that do not broadcast (PyTorch's rule: right-aligned, each dim equal or 1), an output whose shape is not the
+/// broadcast shape, or an output whose elements overlap (a 0 stride on a dim of size > 1, or strides that make
+/// two indices meet).
+ViewPlan plan_views(std::span<const View> inputs, const View& output);
+
+/// The broadcast shape of `shapes` under PyTorch's rule; InvalidArgument naming the first conflict.
+std::vector<std::int64_t> broadcast_shape(std::span<const std::vector<std::int64_t>> shapes);
+
+/// Row-major strides of a dense tensor of `shape`.
+std::vector<std::int64_t> dense_strides(std::span<const std::int64_t> shape);
+
+}  // namespace jitune::templates::elementwise

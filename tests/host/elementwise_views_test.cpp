@@ -1,0 +1,194 @@
+// Planning elementwise calls over views (templates/elementwise/views.hpp): broadcasting, merging, layout classes,
+// the errors for bad views, and a randomized check that a plan reaches exactly the elements the views name.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include <jitune/error.hpp>
+
+#include "templates/elementwise/views.hpp"
+
+namespace jitune {
+namespace {
+
+using templates::elementwise::dense_strides;
+using templates::elementwise::LayoutClass;
+using templates::elementwise::plan_views;
+using templates::elementwise::View;
+using templates::elementwise::ViewPlan;
+using Dims = std::vector<std::int64_t>;
+
+View dense(Dims shape) { return {shape, dense_strides(shape)}; }
+
+// Every output element's offset mapped to the offsets of the inputs it reads, by walking the original views.
+std::map<std::int64_t, Dims> walk_views(const std::vector<View>& inputs, const View& out) {
+  std::map<std::int64_t, Dims> map;
+  const std::size_t dims = out.shape.size();
+  Dims index(dims, 0);
+  std::int64_t total = 1;
+  for (auto s : out.shape) total *= s;
+  for (std::int64_t e = 0; e < total; ++e) {
+    std::int64_t o = 0;
+    for (std::size_t d = 0; d < dims; ++d) o += index[d] * out.strides[d];
+    Dims reads;
+    for (const View& v : inputs) {
+      std::int64_t off = 0;
+      for (std::size_t k = 0; k < v.shape.size(); ++k) {
+        const std::size_t d = dims - v.shape.size() + k;
+        off += (v.shape[k] == 1 ? 0 : index[d]) * v.strides[k];
+      }
+      reads.push_back(off);
+    }
+    REQUIRE(map.emplace(o, reads).second);  // an output element is written once
+    for (std::size_t d = dims; d-- > 0;) {
+      if (++index[d] < out.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return map;
+}
+
+// The same map from a plan: its merged index space in row-major order.
+std::map<std::int64_t, Dims> walk_plan(const ViewPlan& p) {
+  std::map<std::int64_t, Dims> map;
+  const std::size_t dims = p.shape.size();
+  Dims index(dims, 0);
+  for (std::int64_t e = 0; e < p.elements; ++e) {
+    Dims offsets(p.strides.size(), 0);
+    for (std::size_t i = 0; i < p.strides.size(); ++i)
+      for (std::size_t d = 0; d < dims; ++d) offsets[i] += index[d] * p.strides[i][d];
+    REQUIRE(map.emplace(offsets[0], Dims(offsets.begin() + 1, offsets.end())).second);
+    for (std::size_t d = dims; d-- > 0;) {
+      if (++index[d] < p.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return map;
+}
+
+}  // namespace
+
+TEST_CASE("same-shaped dense operands are one contiguous dim") {
+  const std::vector<View> in = {dense({4, 5, 6}), dense({4, 5, 6})};
+  const ViewPlan p = plan_views(in, dense({4, 5, 6}));
+  CHECK(p.layout == LayoutClass::kContiguous);
+  CHECK(p.shape == Dims{120});
+  CHECK(p.strides == std::vector<Dims>{{1}, {1}, {1}});
+  CHECK(p.key() == "layout=contiguous;shape=120;strides=1|1|1");
+}
+
+TEST_CASE("a bias row, a sliced view and a scalar are rows") {
+  // x (8192, 1024) + b (1024,)
+  ViewPlan p = plan_views(std::vector<View>{dense({8192, 1024}), dense({1024})}, dense({8192, 1024}));
+  CHECK(p.layout == LayoutClass::kRows);
+  CHECK(p.shape == Dims{8192, 1024});
+  CHECK(p.strides == std::vector<Dims>{{1024, 1}, {1024, 1}, {0, 1}});
+  // a[:, 1:] * b, a of (64, 129)
+  p = plan_views(std::vector<View>{{{64, 128}, {129, 1}}, dense({64, 128})}, dense({64, 128}));
+  CHECK(p.layout == LayoutClass::kRows);
+  CHECK(p.strides[1] == Dims{129, 1});
+  // x * 2-d scalar tensor of shape (): a stride-0 operand everywhere
+  p = plan_views(std::vector<View>{dense({3, 7}), View{{}, {}}}, dense({3, 7}));
+  CHECK(p.layout == LayoutClass::kContiguous);
+  CHECK(p.strides == std::vector<Dims>{{1}, {1}, {0}});
+}
+
+TEST_CASE("a column broadcast, a permuted input and a strided output") {
+  ViewPlan p = plan_views(std::vector<View>{dense({50, 70}), dense({50, 1})}, dense({50, 70}));
+  CHECK(p.layout == LayoutClass::kBroadcastColumn);
+  CHECK(p.strides[2] == Dims{1, 0});
+  // x.permute(0, 2, 1) * s + b, x (64, 1024, 1024): inner transpose, nothing merges
+  const View permuted{{64, 1024, 1024}, {1024 * 1024, 1, 1024}};
+  p = plan_views(std::vector<View>{permuted, View{{}, {}}, dense({1024})}, dense({64, 1024, 1024}));
+  CHECK(p.layout == LayoutClass::kInnerTranspose);
+  CHECK(p.shape == Dims{64, 1024, 1024});
+  CHECK(p.strides[1] == Dims{1024 * 1024, 1, 1024});
+  // Both operands transposed the same way: reordered by the output, they are one dense dim
+  const View t{{300, 200}, {1, 300}};
+  p = plan_views(std::vector<View>{t}, t);
+  CHECK(p.layout == LayoutClass::kContiguous);
+  CHECK(p.shape == Dims{60000});
+  // Writing every other element: general
+  p = plan_views(std::vector<View>{dense({100})}, View{{100}, {2}});
+  CHECK(p.layout == LayoutClass::kGeneral);
+}
+
+TEST_CASE("size-1 dims, one element and empty problems") {
+  ViewPlan p = plan_views(std::vector<View>{View{{1, 5, 1}, {77, 1, 99}}}, dense({1, 5, 1}));
+  CHECK(p.layout == LayoutClass::kContiguous);
+  CHECK(p.shape == Dims{5});
+  p = plan_views(std::vector<View>{View{{1, 1}, {3, 9}}}, dense({1, 1}));
+  CHECK(p.elements == 1);
+  CHECK(p.shape == Dims{1});
+  p = plan_views(std::vector<View>{dense({4, 0, 3})}, dense({4, 0, 3}));
+  CHECK(p.elements == 0);
+}
+
+TEST_CASE("bad views get errors that say what is wrong") {
+  using doctest::Contains;
+  CHECK_THROWS_WITH_AS(plan_views(std::vector<View>{dense({4, 5}), dense({3, 5})}, dense({4, 5})),
+                       Contains("do not broadcast"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(plan_views(std::vector<View>{View{{4}, {-1}}}, dense({4})), Contains("negative strides"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(plan_views(std::vector<View>{dense({4, 5})}, View{{4, 5}, {0, 1}}), Contains("stride 0"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(plan_views(std::vector<View>{dense({2, 2})}, View{{2, 2}, {1, 1}}),
+                       Contains("share memory"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(plan_views(std::vector<View>{dense({4, 5})}, dense({5})),
+                       Contains("broadcast"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(plan_views(std::vector<View>{dense({2, 4, 5})}, dense({4, 5})),
+                       Contains("broadcast to [2,4,5]"), InvalidArgument);
+  // An input broadcast over a new leading dim is fine.
+  CHECK(plan_views(std::vector<View>{dense({4, 5})}, dense({2, 4, 5})).layout == LayoutClass::kRows);
+  CHECK_THROWS_WITH_AS(plan_views(std::vector<View>{View{{4, 5}, {5}}}, dense({4, 5})),
+                       Contains("2 sizes but 1 strides"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(plan_views(std::vector<View>{View{{-4}, {1}}}, dense({4})), Contains("sizes are >= 0"),
+                       InvalidArgument);
+}
+
+TEST_CASE("a plan reaches exactly the elements the views name (random views)") {
+  std::mt19937 rng(20261125);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int classes[5] = {};
+  for (int round = 0; round < 400; ++round) {
+    const int dims = pick(1, 4);
+    Dims shape;
+    for (int d = 0; d < dims; ++d) shape.push_back(pick(1, 5));
+    // The output: dense, or a permuted dense buffer, or a slice of a larger one.
+    auto make_view = [&](const Dims& s, bool allow_broadcast) {
+      Dims base = s;
+      for (auto& b : base) b += pick(0, 1) * pick(0, 2);  // room for slicing
+      std::vector<std::size_t> perm(s.size());
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      Dims permuted_base(s.size()), strides(s.size());
+      for (std::size_t i = 0; i < s.size(); ++i) permuted_base[i] = base[perm[i]];
+      const Dims dense_permuted = dense_strides(permuted_base);
+      for (std::size_t i = 0; i < s.size(); ++i) strides[perm[i]] = dense_permuted[i];
+      View v{s, strides};
+      if (allow_broadcast)
+        for (std::size_t d = 0; d < s.size(); ++d)
+          if (pick(0, 3) == 0) v.shape[d] = 1;  // broadcast over this dim
+      if (allow_broadcast && pick(0, 3) == 0 && !v.shape.empty()) {  // drop leading dims
+        const auto drop = static_cast<std::size_t>(pick(0, static_cast<int>(v.shape.size())));
+        v.shape.erase(v.shape.begin(), v.shape.begin() + static_cast<std::ptrdiff_t>(drop));
+        v.strides.erase(v.strides.begin(), v.strides.begin() + static_cast<std::ptrdiff_t>(drop));
+      }
+      return v;
+    };
+    const View out = make_view(shape, false);
+    std::vector<View> in;
+    for (int i = pick(1, 3); i > 0; --i) in.push_back(make_view(shape, true));
+    const ViewPlan p = plan_views(in, out);
+    ++classes[static_cast<int>(p.layout)];
+    CHECK(walk_plan(p) == walk_views(in, out));
+    for (const auto& st : p.strides) CHECK(st.size() == p.shape.size());
+  }
+  MESSAGE("layout classes met: contiguous ", classes[0], ", rows ", classes[1], ", broadcast_column ", classes[2],
+          ", inner_transpose ", classes[3], ", general ", classes[4]);
+  for (int c : classes) CHECK(c > 0);  // the random views reach every class
+}
+
+}  // namespace jitune
