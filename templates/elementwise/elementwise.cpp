@@ -77,15 +77,7 @@ class ElementwiseFamily final : public Family {
 
   KernelSource source(const Problem& problem, const Config& config) const override {
     const auto& p = static_cast<const ElementwiseProblem&>(problem);
-    const Expression& e = p.expression();
-    std::string program = "#include \"elementwise/elementwise.cuh\"\n"
-                          "struct jitune_ew_op {\n"
-                          "  __device__ __forceinline__ float operator()(const float* jitune_v) const {\n";
-    for (std::size_t i = 0; i < e.inputs.size(); ++i)
-      program += "    float " + e.inputs[i] + " = jitune_v[" + std::to_string(i) + "];\n";
-    if (std::find(e.inputs.begin(), e.inputs.end(), e.output) == e.inputs.end())
-      program += "    float " + e.output + ";\n";
-    program += "#line 1 \"expression\"\n    " + e.canonical + ";\n    return " + e.output + ";\n  }\n};\n";
+    std::string program = "#include \"elementwise/elementwise.cuh\"\n" + op_functor_source(p.expression());
     std::string name = "jitune::ew::elementwise<jitune_ew_op, " + std::string(dtype_cuda_type(p.dtype())) + ", " +
                        std::to_string(p.arity()) + ", " + std::to_string(config.at("pack")) + ", " +
                        std::to_string(config.at("block")) + ", " + std::to_string(config.at("unroll")) + ", " +
@@ -248,6 +240,16 @@ Alignment align_pointers(std::span<const void* const> pointers, std::size_t elem
     }
   }
   return {1, 0};
+}
+
+std::string op_functor_source(const Expression& e) {
+  std::string out = "struct jitune_ew_op {\n"
+                    "  __device__ __forceinline__ float operator()(const float* jitune_v) const {\n";
+  for (std::size_t i = 0; i < e.inputs.size(); ++i)
+    out += "    float " + e.inputs[i] + " = jitune_v[" + std::to_string(i) + "];\n";
+  if (std::find(e.inputs.begin(), e.inputs.end(), e.output) == e.inputs.end()) out += "    float " + e.output + ";\n";
+  out += "#line 1 \"expression\"\n    " + e.canonical + ";\n    return " + e.output + ";\n  }\n};\n";
+  return out;
 }
 
 bool needs_index64(std::int64_t n) noexcept {

@@ -40,6 +40,11 @@ struct Alignment {
 Alignment align_pointers(std::span<const void* const> pointers, std::size_t element_size, int max_pack,
                          std::int64_t n) noexcept;
 
+/// The device functor `jitune_ew_op` evaluating `expression` in float over its inputs (`float operator()(const
+/// float* v)`, inputs in Expression::inputs order), the expression under `#line 1 "expression"` so NVRTC's messages
+/// point into it. Shared by the contiguous kernel and the view kernels.
+std::string op_functor_source(const Expression& expression);
+
 /// True when the kernel needs 64-bit indices for n elements.
 bool needs_index64(std::int64_t n) noexcept;
 

@@ -7,6 +7,10 @@
 
 #include <jitune/error.hpp>
 
+#include "templates/elementwise/elementwise.hpp"
+#include "templates/host_float.hpp"
+#include "templates/host_parallel.hpp"
+
 namespace jitune::templates::elementwise {
 namespace {
 
@@ -202,6 +206,73 @@ ViewPlan plan_views(std::span<const View> inputs, const View& output) {
   plan.shape = std::move(shape);
   plan.layout = classify(plan);
   return plan;
+}
+
+ViewKernel view_kernel(const ViewPlan& plan) noexcept {
+  const bool rows = plan.shape.size() >= 2 &&
+                    (plan.layout == LayoutClass::kRows || plan.layout == LayoutClass::kBroadcastColumn);
+  return rows ? ViewKernel::kRows : ViewKernel::kGather;
+}
+
+std::vector<std::int64_t> view_extents(const ViewPlan& plan) {
+  std::vector<std::int64_t> out;
+  for (const auto& st : plan.strides) {
+    std::int64_t last = 0;
+    for (std::size_t d = 0; d < plan.shape.size(); ++d) last += (plan.shape[d] - 1) * st[d];
+    out.push_back(plan.elements == 0 ? 0 : last + 1);
+  }
+  return out;
+}
+
+bool views_need_index64(const ViewPlan& plan) {
+  constexpr std::int64_t kLimit = (std::int64_t{1} << 31) - (std::int64_t{1} << 20);  // room for a tile past the end
+  if (plan.elements >= kLimit) return true;
+  for (std::int64_t extent : view_extents(plan))
+    if (extent >= kLimit) return true;
+  return false;
+}
+
+KernelSource view_source(const Expression& expression, DType dtype, const ViewPlan& plan, const Config& config) {
+  constexpr std::size_t kMaxDims = 8;
+  if (plan.shape.size() > kMaxDims)
+    throw InvalidArgument("elementwise: " + std::to_string(plan.shape.size()) + " dims remain after merging; at "
+                          "most 8 are supported");
+  if (expression.inputs.size() > kMaxInputs)
+    throw InvalidArgument("elementwise: " + std::to_string(expression.inputs.size()) + " inputs; at most 8");
+  const std::string type(dtype_cuda_type(dtype));
+  const std::string arity = std::to_string(expression.inputs.size()), dims = std::to_string(plan.shape.size());
+  const std::string index = views_need_index64(plan) ? "long long" : "int";
+  std::string name;
+  if (view_kernel(plan) == ViewKernel::kRows)
+    name = "jitune::ewv::rows<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
+           std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +
+           std::to_string(config.at("unroll")) + ", " + index + ">";
+  else
+    name = "jitune::ewv::gather<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
+           std::to_string(config.at("block")) + ", " + std::to_string(config.at("unroll")) + ", " + index + ">";
+  return {"#include \"elementwise/views.cuh\"\n" + op_functor_source(expression), std::move(name)};
+}
+
+void view_reference(const Expression& expression, DType dtype, const ViewPlan& plan,
+                    std::span<const std::vector<std::byte>> inputs, std::vector<std::byte>& out) {
+  const Evaluator eval(expression);
+  const std::size_t dims = plan.shape.size(), operands = plan.strides.size();
+  parallel_for(static_cast<std::uint64_t>(plan.elements), [&](std::uint64_t begin, std::uint64_t end) {
+    double v[8];
+    std::int64_t at[9];
+    for (std::uint64_t e = begin; e < end; ++e) {
+      std::fill(at, at + operands, 0);
+      std::int64_t rest = static_cast<std::int64_t>(e);
+      for (std::size_t d = dims; d-- > 0;) {
+        const std::int64_t i = rest % plan.shape[d];
+        rest /= plan.shape[d];
+        for (std::size_t a = 0; a < operands; ++a) at[a] += i * plan.strides[a][d];
+      }
+      for (std::size_t a = 0; a + 1 < operands; ++a)
+        v[a] = load_element(dtype, inputs[a].data(), static_cast<std::uint64_t>(at[a + 1]));
+      store_element(dtype, out.data(), static_cast<std::uint64_t>(at[0]), static_cast<float>(eval(v)));
+    }
+  });
 }
 
 }  // namespace jitune::templates::elementwise

@@ -1,15 +1,24 @@
 // Elementwise over views (issue 21, item 2), the host half: from each operand's shape and strides (in elements)
 // to the problem a kernel runs. PyTorch's broadcasting rules give the output shape; size-1 dims are dropped; dims
 // are put in the output's memory order and merged wherever every operand allows; what is left is classified into
-// the layout class the tuner keys on. Not yet wired to a kernel or to jitune::elementwise: the next step is the
-// strided kernel template and the op; this part is tested on the host (tests/host/elementwise_views_test.cpp).
+// the layout class the tuner keys on. views.cuh holds the kernels (gather for any layout, rows for dense or
+// constant inner dims) and view_source instantiates them; view_reference is the CPU reference. Not yet a family or
+// an op (jitune::elementwise still takes same-shaped contiguous buffers): that, the transpose-in-load kernel and
+// the GPU tests are the next step; this part is tested on the host (tests/host/elementwise_views_test.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <jitune/tensor.hpp>
+
+#include "templates/config.hpp"
+#include "templates/elementwise/expression.hpp"
+#include "templates/family.hpp"
 
 namespace jitune::templates::elementwise {
 
@@ -60,5 +69,26 @@ std::vector<std::int64_t> broadcast_shape(std::span<const std::vector<std::int64
 
 /// Row-major strides of a dense tensor of `shape`.
 std::vector<std::int64_t> dense_strides(std::span<const std::int64_t> shape);
+
+/// Which kernel of views.cuh a plan runs: `rows` for the rows and broadcast_column classes, `gather` otherwise.
+enum class ViewKernel { kGather, kRows };
+ViewKernel view_kernel(const ViewPlan& plan) noexcept;
+
+/// Per operand (output first), the largest element offset the plan reaches + 1: the least elements its buffer
+/// must hold (0 for an empty plan).
+std::vector<std::int64_t> view_extents(const ViewPlan& plan);
+
+/// True when an element index or an operand's offset may pass 2^31 (the kernels then index in 64 bits).
+bool views_need_index64(const ViewPlan& plan);
+
+/// The program and kernel name for `plan` (at most 8 merged dims): config keys block and unroll, and pack for the
+/// rows kernel. Throws InvalidArgument for more than 8 dims or inputs.
+KernelSource view_source(const Expression& expression, DType dtype, const ViewPlan& plan, const Config& config);
+
+/// The CPU reference: evaluates `expression` for every output element of `plan`, reading each input at its
+/// offset in `inputs` (element buffers of view_extents' sizes) and writing `out` (the output's extent) at the
+/// output's offsets, computed in double and rounded once through float, as the kernels compute.
+void view_reference(const Expression& expression, DType dtype, const ViewPlan& plan,
+                    std::span<const std::vector<std::byte>> inputs, std::vector<std::byte>& out);
 
 }  // namespace jitune::templates::elementwise

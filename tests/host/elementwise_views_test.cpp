@@ -8,12 +8,22 @@
 
 #include <jitune/error.hpp>
 
+#include "runtime/compiler.hpp"
+#include "templates/elementwise/expression.hpp"
 #include "templates/elementwise/views.hpp"
+#include "templates/host_float.hpp"
 
 namespace jitune {
 namespace {
 
 using templates::elementwise::dense_strides;
+using templates::elementwise::parse_expression;
+using templates::elementwise::view_extents;
+using templates::elementwise::view_kernel;
+using templates::elementwise::view_reference;
+using templates::elementwise::view_source;
+using templates::elementwise::ViewKernel;
+using templates::elementwise::views_need_index64;
 using templates::elementwise::LayoutClass;
 using templates::elementwise::plan_views;
 using templates::elementwise::View;
@@ -189,6 +199,80 @@ TEST_CASE("a plan reaches exactly the elements the views name (random views)") {
   MESSAGE("layout classes met: contiguous ", classes[0], ", rows ", classes[1], ", broadcast_column ", classes[2],
           ", inner_transpose ", classes[3], ", general ", classes[4]);
   for (int c : classes) CHECK(c > 0);  // the random views reach every class
+}
+
+TEST_CASE("buffer extents and the index width of a plan") {
+  ViewPlan p = plan_views(std::vector<View>{{{64, 128}, {129, 1}}, dense({128})}, dense({64, 128}));
+  CHECK(view_extents(p) == Dims{64 * 128, 63 * 129 + 128, 128});
+  CHECK_FALSE(views_need_index64(p));
+  // 2^31 elements read through a broadcast row: the index, not the buffers, needs 64 bits
+  p = plan_views(std::vector<View>{dense({1 << 16})}, dense({1 << 15, 1 << 16}));
+  CHECK(view_extents(p)[1] == (1 << 16));
+  CHECK(views_need_index64(p));
+  // a small output reading far into a strided input: the offset needs 64 bits
+  p = plan_views(std::vector<View>{View{{4}, {std::int64_t{1} << 30}}}, dense({4}));
+  CHECK(views_need_index64(p));
+}
+
+TEST_CASE("NVRTC compiles the view kernels for every layout class, dtype and sm_80 / sm_90") {
+  Compiler compiler;
+  struct Case {
+    const char* what;
+    std::vector<View> inputs;
+    View output;
+    ViewKernel kernel;
+  };
+  const std::vector<Case> cases = {
+      {"bias row", {dense({300, 77}), dense({77})}, dense({300, 77}), ViewKernel::kRows},
+      {"column", {dense({300, 77}), dense({300, 1})}, dense({300, 77}), ViewKernel::kRows},
+      {"transposed input", {View{{40, 50, 60}, {3000, 1, 50}}, View{{}, {}}}, dense({40, 50, 60}),
+       ViewKernel::kGather},
+      {"strided output", {dense({99})}, View{{99}, {3}}, ViewKernel::kGather},
+  };
+  const auto expr = parse_expression("y = a * s + 1");
+  for (const Case& c : cases) {
+    std::vector<View> in = c.inputs;
+    if (in.size() == 1) in.push_back(View{{}, {}});
+    const ViewPlan plan = plan_views(in, c.output);
+    REQUIRE(view_kernel(plan) == c.kernel);
+    for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+      for (const char* arch : {"sm_80", "sm_90"}) {
+        const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(dtype));
+        const Config config{{"block", 256}, {"unroll", 2}, {"pack", pack}};
+        const KernelSource src = view_source(expr, dtype, plan, config);
+        const CompiledProgram out = compiler.compile(src.program, {src.name_expression}, arch, true);
+        INFO(c.what, " ", dtype_name(dtype), " ", arch, " ", src.name_expression, "\n", out.log);
+        REQUIRE(out.ok);
+        CHECK(out.resources.at(0).registers > 0);
+        CHECK_FALSE(out.resources.at(0).spills());
+      }
+  }
+}
+
+TEST_CASE("the CPU reference over views: a bias add into a sliced output, in float16") {
+  // out[:, :7] = x + b with out a (3, 9) buffer, x dense (3, 7), b (7,)
+  const View out_view{{3, 7}, {9, 1}};
+  const std::vector<View> in = {dense({3, 7}), dense({7})};
+  const ViewPlan plan = plan_views(in, out_view);
+  const Dims extents = view_extents(plan);
+  std::vector<std::vector<std::byte>> bytes = {std::vector<std::byte>(static_cast<std::size_t>(extents[1]) * 2),
+                                               std::vector<std::byte>(static_cast<std::size_t>(extents[2]) * 2)};
+  for (std::size_t a = 0; a < 2; ++a)
+    for (std::int64_t i = 0; i < extents[a + 1]; ++i)
+      store_element(DType::kFloat16, bytes[a].data(), static_cast<std::uint64_t>(i), 0.25 * static_cast<double>(i) + a);
+  std::vector<std::byte> out(static_cast<std::size_t>(3 * 9) * 2);
+  for (std::uint64_t i = 0; i < 27; ++i) store_element(DType::kFloat16, out.data(), i, -7.0);  // poison
+  view_reference(parse_expression("y = x + b"), DType::kFloat16, plan, bytes, out);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 9; ++c) {
+      const double got = load_element(DType::kFloat16, out.data(), static_cast<std::uint64_t>(r * 9 + c));
+      INFO("row ", r, " col ", c);
+      if (c >= 7) {
+        CHECK(got == -7.0);  // outside the view: untouched
+      } else {
+        CHECK(got == 0.25 * (r * 7 + c) + (0.25 * c + 1));
+      }
+    }
 }
 
 }  // namespace jitune
