@@ -1,6 +1,7 @@
 // The family registry: adding a family is one line here plus its folder under templates/.
 #include "templates/conv2d/conv2d.hpp"
 #include "templates/elementwise/elementwise.hpp"
+#include "templates/elementwise/views.hpp"
 #include "templates/family.hpp"
 #include "templates/permute/permute.hpp"
 #include "templates/reduce_rows/reduce_rows.hpp"
@@ -14,7 +15,7 @@ namespace {
 std::vector<const Family*>& registered() {
   static std::vector<const Family*> all = {
       &elementwise_family(),        &conv2d_family(),      &scatter_add_family(), &permute_family(),
-      &upsample_nearest2d_family(), &reduce_rows_family(),
+      &upsample_nearest2d_family(), &reduce_rows_family(), &templates::elementwise::elementwise_view_family(),
   };
   return all;
 }

@@ -179,12 +179,7 @@ class ElementwiseFamily final : public Family {
   }
 
   OutputCheck output_check(const Problem& problem, std::size_t) const override {
-    const auto& p = static_cast<const ElementwiseProblem&>(problem);
-    switch (p.dtype()) {
-      case DType::kFloat16: return {DType::kFloat16, 1e-3, 1e-4};       // one half ulp is 2^-10 relative
-      case DType::kBFloat16: return {DType::kBFloat16, 8e-3, 1e-3};     // one bf16 ulp is 2^-7 relative
-      default: return {DType::kFloat32, 1e-5, 1e-6};
-    }
+    return expression_output_check(static_cast<const ElementwiseProblem&>(problem).dtype());
   }
 
   std::vector<std::pair<std::string, std::string>> default_suite() const override {
@@ -240,6 +235,14 @@ Alignment align_pointers(std::span<const void* const> pointers, std::size_t elem
     }
   }
   return {1, 0};
+}
+
+OutputCheck expression_output_check(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kFloat16: return {DType::kFloat16, 1e-3, 1e-4};    // one half ulp is 2^-10 relative
+    case DType::kBFloat16: return {DType::kBFloat16, 8e-3, 1e-3};  // one bf16 ulp is 2^-7 relative
+    default: return {DType::kFloat32, 1e-5, 1e-6};
+  }
 }
 
 std::string op_functor_source(const Expression& e) {

@@ -45,6 +45,9 @@ Alignment align_pointers(std::span<const void* const> pointers, std::size_t elem
 /// point into it. Shared by the contiguous kernel and the view kernels.
 std::string op_functor_source(const Expression& expression);
 
+/// The tolerance of an expression's result in `dtype`: float math rounded once to the element type.
+OutputCheck expression_output_check(DType dtype) noexcept;
+
 /// True when the kernel needs 64-bit indices for n elements.
 bool needs_index64(std::int64_t n) noexcept;
 

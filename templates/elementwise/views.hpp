@@ -2,9 +2,9 @@
 // to the problem a kernel runs. PyTorch's broadcasting rules give the output shape; size-1 dims are dropped; dims
 // are put in the output's memory order and merged wherever every operand allows; what is left is classified into
 // the layout class the tuner keys on. views.cuh holds the kernels (gather for any layout, rows for dense or
-// constant inner dims) and view_source instantiates them; view_reference is the CPU reference. Not yet a family or
-// an op (jitune::elementwise still takes same-shaped contiguous buffers): that, the transpose-in-load kernel and
-// the GPU tests are the next step; this part is tested on the host (tests/host/elementwise_views_test.cpp).
+// constant inner dims) and view_source instantiates them; view_reference is the CPU reference; views_family.cpp is
+// the elementwise_view family (jitune::elementwise_view). Still to come: the transpose-in-load kernel for the
+// inner_transpose class, the C ABI / Python entry points, and the GPU runs (tests/gpu/elementwise_view_test.cpp).
 #pragma once
 
 #include <cstddef>
@@ -90,5 +90,9 @@ KernelSource view_source(const Expression& expression, DType dtype, const ViewPl
 /// output's offsets, computed in double and rounded once through float, as the kernels compute.
 void view_reference(const Expression& expression, DType dtype, const ViewPlan& plan,
                     std::span<const std::vector<std::byte>> inputs, std::vector<std::byte>& out);
+
+/// The registered elementwise_view family (views_family.cpp): the problem is the expression, the dtype and the
+/// plan (its layout class, merged shape and strides); jitune::elementwise_view is its op.
+const Family& elementwise_view_family();
 
 }  // namespace jitune::templates::elementwise

@@ -8,7 +8,11 @@
 
 #include <jitune/error.hpp>
 
+#include <jitune/ops/elementwise.hpp>
+
 #include "runtime/compiler.hpp"
+#include "templates/family.hpp"
+#include "tuner/tuner.hpp"
 #include "templates/elementwise/expression.hpp"
 #include "templates/elementwise/views.hpp"
 #include "templates/host_float.hpp"
@@ -271,6 +275,84 @@ TEST_CASE("the CPU reference over views: a bias add into a sliced output, in flo
         CHECK(got == -7.0);  // outside the view: untouched
       } else {
         CHECK(got == 0.25 * (r * 7 + c) + (0.25 * c + 1));
+      }
+    }
+}
+
+TEST_CASE("the elementwise_view family: signatures from calls and options agree, and round trip") {
+  const Family& f = family("elementwise_view");
+  const std::int64_t shape[] = {8192, 1024}, row[] = {1024}, one[] = {1}, dense2[] = {1024, 1};
+  const ViewOperand x{nullptr, shape, dense2}, b{nullptr, row, one}, y{nullptr, shape, dense2};
+  const std::vector<ViewOperand> in = {x, b};
+  const std::string sig = elementwise_view_signature("y = x + b", in, y, DType::kFloat16);
+  CHECK(sig == "dtype=float16;expr=y = x + b;layout=rows;shape=8192,1024;strides=1024,1|1024,1|0,1");
+  CHECK(f.parse_problem(sig)->signature() == sig);
+  CHECK(f.make_problem({{"expr", "y = x + b"}, {"dtype", "float16"}, {"shape", "8192,1024"},
+                        {"strides", "1024,1|1024,1|0,1"}})->signature() == sig);
+  CHECK(f.parse_problem(sig)->group() == "float16|arity=2|layout=rows|dims=2");
+  // 8192 x 1024 written, x read whole, b read once
+  CHECK(f.parse_problem(sig)->bytes_moved() == 2.0 * (2 * 8192 * 1024 + 1024));
+  using doctest::Contains;
+  CHECK_THROWS_WITH_AS(f.make_problem({{"expr", "y = x + b"}, {"dtype", "float16"}, {"shape", "4,4"},
+                                       {"strides", "4,1|4,1|0,1"}, {"layout", "general"}}),
+                       Contains("the shape and strides give rows"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(f.make_problem({{"expr", "y = x + b"}, {"dtype", "float16"}, {"shape", "4,4"},
+                                       {"strides", "4,1|4,1"}}),
+                       Contains("reads 2 inputs but 1 were given"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(f.make_problem({{"expr", "y = x"}, {"dtype", "int32"}, {"shape", "4"}, {"strides", "1|1"}}),
+                       Contains("not supported"), InvalidArgument);
+  const std::int64_t nine[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const ViewOperand deep{nullptr, nine, nine};
+  CHECK_THROWS_WITH_AS(elementwise_view_signature("y = x", std::vector<ViewOperand>{deep}, deep, DType::kFloat32),
+                       Contains("at most 8"), InvalidArgument);
+}
+
+TEST_CASE("the elementwise_view family: buffers, workload and reference agree; a strided output keeps its gaps") {
+  const Family& f = family("elementwise_view");
+  auto p = f.parse_problem("dtype=float32;expr=y = x * 2;layout=general;shape=50;strides=3|1");
+  const auto specs = f.buffers(*p);
+  REQUIRE(specs.size() == 2);
+  CHECK(specs[0].extent_bytes() == 50 * 4);
+  CHECK(specs[1].extent_bytes() == (49 * 3 + 1) * 4);
+  const Workload w = f.workload(*p, 7);
+  REQUIRE(w.inputs.size() == 1);
+  CHECK(w.inputs[0].size() == specs[0].extent_bytes());
+  REQUIRE(w.output_bytes.size() == 1);
+  CHECK(w.output_bytes[0] == specs[1].extent_bytes());
+  REQUIRE(w.initial_outputs.size() == 1);  // gaps between the written elements: known initial values
+  const auto ref = f.reference(*p, w);
+  for (std::uint64_t i = 0; i < 148; ++i) {
+    const double got = load_element(DType::kFloat32, ref[0].data(), i);
+    const double initial = load_element(DType::kFloat32, w.initial_outputs[0].data(), i);
+    if (i % 3 == 0)
+      CHECK(got == 2 * load_element(DType::kFloat32, w.inputs[0].data(), i / 3));
+    else
+      CHECK(got == initial);
+  }
+  // A dense output needs no initial values (every element is written; the tuner poisons it)
+  CHECK(f.workload(*f.parse_problem("dtype=float16;expr=y = x + b;layout=rows;shape=30,7;strides=7,1|7,1|0,1"), 1)
+            .initial_outputs.empty());
+  // in place only where the output steps like an input
+  auto same = f.parse_problem("dtype=float32;expr=x = x * y;layout=rows;shape=30,7;strides=9,1|9,1|0,1");
+  CHECK(f.buffers(*same).back().in_place);
+  auto other = f.parse_problem("dtype=float32;expr=x = x * y;layout=rows;shape=30,7;strides=7,1|9,1|0,1");
+  CHECK_FALSE(f.buffers(*other).back().in_place);
+}
+
+TEST_CASE("the elementwise_view family: NVRTC compiles every legal config of a rows and a gather problem") {
+  Compiler compiler;
+  const Family& f = family("elementwise_view");
+  for (const char* sig : {"dtype=bfloat16;expr=y = x * s + b;layout=rows;shape=300,77;strides=77,1|77,1|0,0|0,1",
+                          "dtype=float16;expr=y = x + b;layout=inner_transpose;shape=6,50,40;strides=2000,40,1|"
+                          "2000,1,50|0,0,1"})
+    for (int cc : {80, 90}) {
+      const auto p = f.parse_problem(sig);
+      const auto r = tuner::dry_run(compiler, f, *p, nominal_device(cc), 0);
+      INFO(sig, " sm_", cc);
+      REQUIRE(!r.candidates.empty());
+      for (const auto& c : r.candidates) {
+        INFO(c.config.text(), "\n", c.reason);
+        CHECK(c.status == "ok");
       }
     }
 }

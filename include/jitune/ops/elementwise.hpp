@@ -1,6 +1,7 @@
 // jitune::elementwise: OneFlow's vectorised elementwise template behind one call.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -39,6 +40,58 @@ inline void elementwise(Runtime& runtime, std::string_view expression, std::init
                         void* output, std::int64_t n, DType dtype, Stream stream = nullptr) {
   elementwise(runtime, expression, std::span<const void* const>(inputs.begin(), inputs.size()), output, n, dtype,
               stream);
+}
+
+/// One operand of elementwise_view: a device pointer (to the view's first element), its sizes, and its strides in
+/// elements (0 where it is broadcast; never negative), at most 8 dims.
+struct ViewOperand {
+  const void* data = nullptr;
+  std::span<const std::int64_t> shape;
+  std::span<const std::int64_t> strides;
+};
+
+namespace detail {
+inline void add_view(CallArgs& args, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+  constexpr std::size_t kMaxDims = 8;
+  if (shape.size() > kMaxDims || strides.size() > kMaxDims)
+    throw InvalidArgument("elementwise_view: an operand has " + std::to_string(std::max(shape.size(), strides.size())) +
+                          " dims; at most 8 are supported");
+  args.add_list(shape).add_list(strides);
+}
+inline CallArgs view_args(std::string_view expression, std::span<const ViewOperand> inputs,
+                          const ViewOperand& output, DType dtype) {
+  constexpr std::size_t kMaxInputs = 8;
+  if (inputs.empty() || inputs.size() > kMaxInputs)
+    throw InvalidArgument("elementwise_view: " + std::to_string(inputs.size()) + " inputs given; give 1 to 8");
+  CallArgs args;
+  args.add(static_cast<std::int64_t>(dtype)).add(static_cast<std::int64_t>(inputs.size())).text(expression);
+  add_view(args, output.shape, output.strides);
+  for (const ViewOperand& in : inputs) add_view(args, in.shape, in.strides);
+  return args;
+}
+}  // namespace detail
+
+/// Element-wise expression over views: each input with its own shape and strides, broadcast to the output's shape
+/// by PyTorch's rules (right-aligned; sizes equal or 1; a missing or size-1 dim, or a 0 stride, repeats the input),
+/// the output any non-overlapping view. One kernel for what would be several passes: `y = x.permute(0, 2, 1) * s +
+/// b`, a bias row added over a matrix, `a[:, 1:] * b`. Dims are merged where every operand allows, and the layout
+/// class (contiguous, rows, broadcast_column, inner_transpose, general) is part of the problem the tuner keys on.
+/// The expression and dtypes are as for elementwise. Throws InvalidArgument for shapes that do not broadcast,
+/// negative strides, an output whose elements overlap or that overlaps an input (unless it is that input, stepping
+/// alike), and what elementwise rejects.
+inline void elementwise_view(Runtime& runtime, std::string_view expression, std::span<const ViewOperand> inputs,
+                             const ViewOperand& output, DType dtype, Stream stream = nullptr) {
+  const CallArgs args = detail::view_args(expression, inputs, output, dtype);
+  const void* buffers[9];
+  for (std::size_t i = 0; i < inputs.size(); ++i) buffers[i] = inputs[i].data;
+  buffers[inputs.size()] = output.data;
+  call(runtime, "elementwise_view", args, std::span<const void* const>(buffers, inputs.size() + 1), stream);
+}
+
+/// The canonical problem signature of an elementwise_view call.
+inline std::string elementwise_view_signature(std::string_view expression, std::span<const ViewOperand> inputs,
+                                              const ViewOperand& output, DType dtype) {
+  return call_signature("elementwise_view", detail::view_args(expression, inputs, output, dtype));
 }
 
 /// The canonical problem signature of an elementwise call, for Runtime::explain and the tuning store.

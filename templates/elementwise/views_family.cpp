@@ -1,0 +1,283 @@
+// The elementwise_view family: an expression over operands with their own shapes and strides (views.hpp plans
+// them, views.cuh runs them). The layout class is part of the problem: a bias row, a sliced view and a permuted
+// input are different problems, tuned apart. Same-shaped contiguous calls stay with the elementwise family.
+#include <charconv>
+#include <cmath>
+#include <numeric>
+
+#include "templates/elementwise/elementwise.hpp"
+#include "templates/elementwise/views.hpp"
+#include "templates/host_float.hpp"
+
+namespace jitune::templates::elementwise {
+namespace {
+
+constexpr std::size_t kMaxViewDims = 8;
+
+std::vector<std::int64_t> parse_list(std::string_view text, std::string_view what) {
+  std::vector<std::int64_t> out;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || end != item.data() + item.size() || item.empty())
+      throw InvalidArgument("elementwise_view problem: " + std::string(what) + " entry '" + std::string(item) +
+                            "' is not an integer");
+    out.push_back(v);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+class ViewProblem final : public Problem {
+ public:
+  ViewProblem(Expression expression, DType dtype, ViewPlan plan)
+      : expression_(std::move(expression)), dtype_(dtype), plan_(std::move(plan)) {
+    if (dtype != DType::kFloat32 && dtype != DType::kFloat16 && dtype != DType::kBFloat16)
+      throw InvalidArgument("elementwise_view: dtype " + std::string(dtype_name(dtype)) +
+                            " is not supported; use float32, float16 or bfloat16");
+    if (plan_.strides.size() != expression_.inputs.size() + 1)
+      throw InvalidArgument("elementwise_view: '" + expression_.canonical + "' reads " +
+                            std::to_string(expression_.inputs.size()) + " inputs but " +
+                            std::to_string(plan_.strides.size() - 1) + " were given");
+    if (plan_.shape.size() > kMaxViewDims)
+      throw InvalidArgument("elementwise_view: " + std::to_string(plan_.shape.size()) +
+                            " dims remain after merging; at most 8 are supported");
+  }
+  const Expression& expression() const noexcept { return expression_; }
+  DType dtype() const noexcept { return dtype_; }
+  const ViewPlan& plan() const noexcept { return plan_; }
+  int arity() const noexcept { return static_cast<int>(expression_.inputs.size()); }
+
+  std::string signature() const override {
+    return "dtype=" + std::string(dtype_name(dtype_)) + ";expr=" + expression_.canonical + ";" + plan_.key();
+  }
+  std::string group() const override {
+    return std::string(dtype_name(dtype_)) + "|arity=" + std::to_string(arity()) +
+           "|layout=" + std::string(layout_class_name(plan_.layout)) + "|dims=" + std::to_string(plan_.shape.size());
+  }
+  std::vector<double> features() const override {
+    std::vector<double> out;
+    for (std::int64_t s : plan_.shape) out.push_back(std::log2(static_cast<double>(s) + 1.0));
+    return out;
+  }
+  // The output written once; each input's distinct elements read once (a broadcast input is read once, not once
+  // per use).
+  double bytes_moved() const override {
+    double elements = static_cast<double>(plan_.elements);
+    for (std::size_t i = 1; i < plan_.strides.size(); ++i) {
+      double distinct = plan_.elements == 0 ? 0 : 1;
+      for (std::size_t d = 0; d < plan_.shape.size(); ++d)
+        if (plan_.strides[i][d] != 0) distinct *= static_cast<double>(plan_.shape[d]);
+      elements += distinct;
+    }
+    return elements * static_cast<double>(dtype_size(dtype_));
+  }
+
+ private:
+  Expression expression_;
+  DType dtype_;
+  ViewPlan plan_;
+};
+
+class ElementwiseViewFamily final : public Family {
+ public:
+  ElementwiseViewFamily()
+      : space_({
+            {"block", {128, 256, 512, 1024}, "threads per block"},
+            {"unroll", {1, 2, 4}, "elements (gather) or packs (rows) each thread loads before computing"},
+            {"pack", {1, 2, 4, 8}, "rows kernel: elements per vector access, pack * element size <= 16 bytes"},
+            {"waves", {1, 2, 4, 8, 32}, "grid cap: at most waves x (blocks resident on the GPU at once)"},
+        }) {}
+
+  std::string_view name() const override { return "elementwise_view"; }
+  std::string_view template_name() const override { return "elementwise/views.cuh"; }
+  const Space& space() const override { return space_; }
+
+  std::vector<ProblemOption> problem_options() const override {
+    return {{"expr", "expression, e.g. 'y = x + b' (inputs: names read, in order of first appearance)"},
+            {"dtype", "float32, float16 or bfloat16"},
+            {"shape", "the output's sizes, outermost first, e.g. 8192,1024"},
+            {"strides", "element strides over shape, the output's then each input's, '|' between operands, 0 "
+                        "where an input is broadcast: e.g. 1024,1|1024,1|0,1"},
+            {"layout", "optional: the layout class the shape and strides give (checked)"}};
+  }
+
+  std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
+    for (const auto& [key, value] : options)
+      if (key != "expr" && key != "dtype" && key != "shape" && key != "strides" && key != "layout")
+        throw InvalidArgument("elementwise_view problem: unknown option '" + key +
+                              "'; options are expr, dtype, shape, strides, layout");
+    auto get = [&](const char* key) -> const std::string& {
+      auto it = options.find(key);
+      if (it == options.end())
+        throw InvalidArgument(std::string("elementwise_view problem: missing '") + key +
+                              "' (options: expr, dtype, shape, strides)");
+      return it->second;
+    };
+    const std::vector<std::int64_t> shape = parse_list(get("shape"), "shape");
+    std::vector<View> views;
+    std::string_view strides = get("strides");
+    while (true) {
+      const std::size_t bar = strides.find('|');
+      views.push_back({shape, parse_list(strides.substr(0, bar), "strides")});
+      if (bar == std::string_view::npos) break;
+      strides.remove_prefix(bar + 1);
+    }
+    const View output = views.front();
+    views.erase(views.begin());
+    ViewPlan plan = plan_views(views, output);
+    if (auto it = options.find("layout"); it != options.end() && it->second != layout_class_name(plan.layout))
+      throw InvalidArgument("elementwise_view problem: layout=" + it->second + " but the shape and strides give " +
+                            std::string(layout_class_name(plan.layout)));
+    return std::make_unique<ViewProblem>(*parse_expression_cached(get("expr")), parse_dtype(get("dtype")),
+                                         std::move(plan));
+  }
+
+  Config heuristic(const Problem& problem, const DeviceInfo&) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    const bool rows = view_kernel(p.plan()) == ViewKernel::kRows;
+    return Config{{"block", 256},
+                  {"unroll", rows ? 1 : 2},
+                  {"pack", rows ? static_cast<std::int64_t>(16 / dtype_size(p.dtype())) : 1},
+                  {"waves", 32}};
+  }
+
+  std::string check(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    const std::int64_t pack = config.at("pack");
+    if (view_kernel(p.plan()) == ViewKernel::kGather && pack != 1)
+      return "pack " + std::to_string(pack) + " is for the rows kernel; this layout (" +
+             std::string(layout_class_name(p.plan().layout)) + ") runs the gather kernel, which takes pack 1";
+    const std::int64_t bytes = pack * static_cast<std::int64_t>(dtype_size(p.dtype()));
+    if (bytes > 16)
+      return "pack " + std::to_string(pack) + " moves " + std::to_string(bytes) +
+             " bytes per access; the widest vector access is 16 bytes";
+    if (config.at("block") > device.max_threads_per_block)
+      return "block " + std::to_string(config.at("block")) + " exceeds the device's " +
+             std::to_string(device.max_threads_per_block) + " threads per block";
+    return {};
+  }
+
+  KernelSource source(const Problem& problem, const Config& config) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    return view_source(p.expression(), p.dtype(), p.plan(), config);
+  }
+
+  LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    const std::int64_t block = config.at("block"), unroll = config.at("unroll");
+    if (view_kernel(p.plan()) == ViewKernel::kRows) {  // whole rows per block
+      const std::int64_t rows = p.plan().elements / p.plan().shape.back();
+      return grid_stride_shape(rows, block, 1, config.at("waves"), device);
+    }
+    return grid_stride_shape(p.plan().elements, block, block * unroll, config.at("waves"), device);
+  }
+
+  // Values: dtype, input count, then each operand (the output first): its dims, sizes, strides.
+  std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {
+    CallReader in(args);
+    const DType dtype = in.next_dtype();
+    const std::int64_t inputs = in.next();
+    if (inputs < 1 || inputs > kMaxInputs)
+      throw InvalidArgument("elementwise_view: " + std::to_string(inputs) + " inputs; give 1 to 8");
+    auto read_view = [&] {
+      View v;
+      v.shape = in.next_list();
+      v.strides = in.next_list();
+      return v;
+    };
+    const View output = read_view();
+    std::vector<View> views;
+    for (std::int64_t i = 0; i < inputs; ++i) views.push_back(read_view());
+    return std::make_unique<ViewProblem>(parse_expression(in.text()), dtype, plan_views(views, output));
+  }
+
+  // The inputs in the expression's order, then the output, each with its merged strides.
+  std::vector<BufferSpec> buffers(const Problem& problem) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    const ViewPlan& plan = p.plan();
+    std::vector<BufferSpec> out;
+    for (std::size_t i = 0; i < p.expression().inputs.size(); ++i)
+      out.push_back({p.expression().inputs[i], BufferRole::kIn, p.dtype(), plan.shape, plan.strides[i + 1]});
+    BufferSpec output{p.expression().output, BufferRole::kOut, p.dtype(), plan.shape, plan.strides[0]};
+    // The output may be an input's very memory only where they step alike (each element read and written by one
+    // thread); any other overlap is refused by the runtime.
+    for (std::size_t i = 1; i < plan.strides.size(); ++i) output.in_place |= plan.strides[i] == plan.strides[0];
+    out.push_back(std::move(output));
+    return out;
+  }
+
+  Shortcut shortcut(const Problem& problem) const override {
+    if (static_cast<const ViewProblem&>(problem).plan().elements == 0) return {Shortcut::Kind::kNothing};
+    return {};
+  }
+
+  // ewv::ViewParams<T, arity, dims>: out, in[arity], n, shape[dims], stride[arity + 1][dims], 8-byte fields.
+  void kernel_args(const Problem& problem, const Config&, const Bindings& b, KernelArgs& args) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    const ViewPlan& plan = p.plan();
+    const std::size_t arity = static_cast<std::size_t>(p.arity()), dims = plan.shape.size();
+    std::uint64_t words[1 + kMaxInputs + 1 + kMaxViewDims * (kMaxInputs + 2)];
+    std::size_t k = 0;
+    words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[arity]);
+    for (std::size_t i = 0; i < arity; ++i) words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[i]);
+    words[k++] = static_cast<std::uint64_t>(plan.elements);
+    for (std::size_t d = 0; d < dims; ++d) words[k++] = static_cast<std::uint64_t>(plan.shape[d]);
+    for (const auto& st : plan.strides)
+      for (std::size_t d = 0; d < dims; ++d) words[k++] = static_cast<std::uint64_t>(st[d]);
+    args.push_raw(words, k * sizeof(std::uint64_t), 8);
+  }
+
+  Workload workload(const Problem& problem, std::uint64_t seed) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    const std::vector<std::int64_t> extents = view_extents(p.plan());
+    const std::size_t es = dtype_size(p.dtype());
+    Workload w;
+    for (int a = 0; a < p.arity(); ++a) {
+      std::vector<std::byte> buf(static_cast<std::size_t>(extents[a + 1]) * es);
+      fill_random_nonzero(p.dtype(), buf.data(), static_cast<std::uint64_t>(extents[a + 1]),
+                          seed * 1000003u + static_cast<std::uint64_t>(a));
+      w.inputs.push_back(std::move(buf));
+    }
+    w.output_bytes = {static_cast<std::size_t>(extents[0]) * es};
+    // An output with gaps (a strided or sliced view) starts from known values, so the check also proves the
+    // kernel leaves every element outside the view as it was.
+    if (extents[0] != p.plan().elements) {
+      std::vector<std::byte> initial(w.output_bytes[0]);
+      fill_random_nonzero(p.dtype(), initial.data(), static_cast<std::uint64_t>(extents[0]), seed * 1000003u + 999);
+      w.initial_outputs.push_back(std::move(initial));
+    }
+    return w;
+  }
+
+  std::vector<std::vector<std::byte>> reference(const Problem& problem, const Workload& w) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    std::vector<std::byte> out = w.initial_outputs.empty() ? std::vector<std::byte>(w.output_bytes[0])
+                                                            : w.initial_outputs[0];
+    view_reference(p.expression(), p.dtype(), p.plan(), w.inputs, out);
+    return {std::move(out)};
+  }
+
+  OutputCheck output_check(const Problem& problem, std::size_t) const override {
+    return expression_output_check(static_cast<const ViewProblem&>(problem).dtype());
+  }
+
+  // No default-suite cases yet: they join once tuned on the GPU and shipped, so that `explain --suite default`
+  // stays exact.
+  std::vector<std::pair<std::string, std::string>> default_suite() const override { return {}; }
+
+ private:
+  Space space_;
+};
+
+}  // namespace
+
+const Family& elementwise_view_family() {
+  static const ElementwiseViewFamily family;
+  return family;
+}
+
+}  // namespace jitune::templates::elementwise

@@ -1,0 +1,177 @@
+// GPU tests of jitune::elementwise_view (issue 21): every layout class and dtype against the CPU reference, on
+// random inputs, misaligned first elements, outputs whose gaps must stay as they were, the issue's fused chains,
+// tuning a view problem, and the errors for bad views.
+#include <jitune/jitune.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "gpu_util.hpp"
+#include "templates/elementwise/views.hpp"
+#include "tuner/tuner.hpp"
+
+namespace jitune {
+namespace {
+
+using templates::elementwise::LayoutClass;
+using templates::elementwise::View;
+using test::Buffer;
+using test::TempDir;
+using Dims = std::vector<std::int64_t>;
+
+struct Operand {
+  Dims shape, strides;
+  std::size_t offset = 0;  // elements between the buffer's start and the view's first element (misalignment)
+};
+
+Dims dense(const Dims& shape) { return templates::elementwise::dense_strides(shape); }
+
+// Runs `expr` over the views and checks every element of the output buffer against the family's reference: the
+// view's elements computed, every other element (and the bytes around) as they were. Returns the layout class.
+LayoutClass check_views(Runtime& rt, const std::string& expr, DType dtype, const std::vector<Operand>& inputs,
+                        const Operand& output, std::uint64_t seed) {
+  const Family& f = family("elementwise_view");
+  std::vector<View> views;
+  for (const Operand& o : inputs) views.push_back({o.shape, o.strides});
+  const auto plan = templates::elementwise::plan_views(views, View{output.shape, output.strides});
+  std::string sig_strides;
+  for (std::size_t i = 0; i < plan.strides.size(); ++i) {
+    sig_strides += i ? "|" : "";
+    for (std::size_t d = 0; d < plan.strides[i].size(); ++d)
+      sig_strides += (d ? "," : "") + std::to_string(plan.strides[i][d]);
+  }
+  std::string sig_shape;
+  for (std::size_t d = 0; d < plan.shape.size(); ++d) sig_shape += (d ? "," : "") + std::to_string(plan.shape[d]);
+  const auto problem = f.make_problem({{"expr", expr}, {"dtype", std::string(dtype_name(dtype))},
+                                       {"shape", sig_shape}, {"strides", sig_strides}});
+  const Workload w = f.workload(*problem, seed);
+  const auto expected = f.reference(*problem, w)[0];
+  const std::size_t es = dtype_size(dtype);
+
+  std::vector<std::unique_ptr<Buffer>> in_buffers;
+  std::vector<ViewOperand> in_ops;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    in_buffers.push_back(std::make_unique<Buffer>(w.inputs[i].size() + inputs[i].offset * es + 64));
+    in_buffers.back()->upload(w.inputs[i], inputs[i].offset * es);
+    in_ops.push_back({in_buffers.back()->at(inputs[i].offset * es), inputs[i].shape, inputs[i].strides});
+  }
+  const std::size_t out_bytes = w.output_bytes[0];
+  Buffer out(out_bytes + output.offset * es + 64);
+  out.poison();
+  if (!w.initial_outputs.empty()) out.upload(w.initial_outputs[0], output.offset * es);
+  elementwise_view(rt, expr, in_ops, ViewOperand{out.at(output.offset * es), output.shape, output.strides}, dtype);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  const auto got = out.download(out_bytes, output.offset * es);
+  const OutputCheck check = f.output_check(*problem, 0);
+  const std::uint64_t count = out_bytes / es;
+  const CompareResult r = compare_host(check, got.data(), expected.data(), count);
+  INFO(expr, " ", dtype_name(dtype), " ", problem->signature());
+  CHECK_MESSAGE(r.ok(), r.describe(count, check));
+  for (std::byte b : out.download(output.offset * es, 0)) REQUIRE(b == std::byte{0xFF});  // before the view
+  for (std::byte b : out.download(64, output.offset * es + out_bytes)) REQUIRE(b == std::byte{0xFF});  // after
+  return plan.layout;
+}
+
+}  // namespace
+
+TEST_CASE("elementwise_view matches the CPU reference for every layout class and dtype") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  std::uint64_t seed = 11;
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    for (std::size_t off : {std::size_t{0}, std::size_t{1}}) {
+      INFO("dtype ", dtype_name(dtype), ", first elements ", off, " element(s) into their buffers");
+      // bias row over (1000, 333): rows
+      CHECK(check_views(rt, "y = x + b", dtype, {{{1000, 333}, dense({1000, 333}), off}, {{333}, {1}, off}},
+                        {{1000, 333}, dense({1000, 333}), off}, ++seed) == LayoutClass::kRows);
+      // a[:, 1:] * b with a of (257, 130): rows whose starts are not all aligned
+      CHECK(check_views(rt, "y = a * b", dtype, {{{257, 129}, {130, 1}, 1 + off}, {{257, 129}, dense({257, 129}), off}},
+                        {{257, 129}, dense({257, 129}), off}, ++seed) == LayoutClass::kRows);
+      // x * column: broadcast_column
+      CHECK(check_views(rt, "y = x * c", dtype, {{{300, 1001}, dense({300, 1001}), off}, {{300, 1}, {1, 1}, off}},
+                        {{300, 1001}, dense({300, 1001}), off}, ++seed) == LayoutClass::kBroadcastColumn);
+      // x.permute(0, 2, 1) * s + b: inner_transpose (the gather kernel until the transpose-in-load one lands)
+      CHECK(check_views(rt, "y = x * s + b", dtype,
+                        {{{8, 300, 200}, {60000, 1, 300}, off}, {{}, {}, off}, {{200}, {1}, off}},
+                        {{8, 300, 200}, dense({8, 300, 200}), off}, ++seed) == LayoutClass::kInnerTranspose);
+      // every other element of the output: general, the gaps keep their values
+      CHECK(check_views(rt, "y = x * 2", dtype, {{{100003}, {1}, off}}, {{100003}, {2}, off}, ++seed) ==
+            LayoutClass::kGeneral);
+      // a 4-d broadcast of three inputs
+      CHECK(check_views(rt, "y = a * b + c", dtype,
+                        {{{2, 1, 5, 7}, dense({2, 1, 5, 7}), off}, {{3, 1, 1}, {1, 1, 1}, off}, {{7}, {1}, off}},
+                        {{2, 3, 5, 7}, dense({2, 3, 5, 7}), off}, ++seed) != LayoutClass::kContiguous);
+    }
+}
+
+TEST_CASE("elementwise_view: random views of every class against the CPU reference") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  std::mt19937 rng(42);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int seen[5] = {};
+  for (int round = 0; round < 60; ++round) {
+    Dims shape;
+    for (int d = pick(1, 4); d > 0; --d) shape.push_back(pick(1, 40));
+    auto view_of = [&](bool broadcast) {
+      Operand o{shape, {}, static_cast<std::size_t>(pick(0, 3))};
+      std::vector<std::size_t> perm(shape.size());
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      Dims base(shape.size());
+      for (std::size_t i = 0; i < shape.size(); ++i) base[i] = shape[perm[i]] + pick(0, 1);
+      const Dims st = dense(base);
+      o.strides.resize(shape.size());
+      for (std::size_t i = 0; i < shape.size(); ++i) o.strides[perm[i]] = st[i];
+      if (broadcast)
+        for (std::size_t d = 0; d < shape.size(); ++d)
+          if (pick(0, 3) == 0) o.shape[d] = 1;
+      return o;
+    };
+    const Operand out = view_of(false);
+    std::vector<Operand> in = {view_of(true), view_of(true)};
+    ++seen[static_cast<int>(check_views(rt, "z = x * y - 0.5f", DType::kFloat32, in, out, 1000 + round))];
+  }
+  MESSAGE("classes: contiguous ", seen[0], ", rows ", seen[1], ", broadcast_column ", seen[2], ", inner_transpose ",
+          seen[3], ", general ", seen[4]);
+}
+
+TEST_CASE("elementwise_view tunes a view problem and stores it under its layout") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& f = family("elementwise_view");
+  const auto p = f.parse_problem("dtype=float16;expr=y = x + b;layout=rows;shape=4096,1024;strides=1024,1|1024,1|0,1");
+  tuner::TuneOptions opt;
+  opt.strategy = tuner::Strategy::kRandom;
+  opt.budget = 8;
+  const tuner::TuneReport r = tuner::tune(rt, f, *p, opt);
+  CHECK(r.best_us > 0);
+  CHECK(r.stored);
+  rt.reload();
+  const Explanation e = rt.explain("elementwise_view", p->signature());
+  CHECK(e.level == MatchLevel::kExact);
+  CHECK(e.config == r.best.text());
+}
+
+TEST_CASE("elementwise_view refuses bad views with clear errors") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  Buffer a(1 << 16), b(1 << 16);
+  const Dims shape = {16, 16}, st = {16, 1}, overlapping = {1, 1}, bad = {3, 16};
+  const std::vector<ViewOperand> in = {{a.at(0), shape, st}};
+  using doctest::Contains;
+  CHECK_THROWS_WITH_AS(elementwise_view(rt, "y = x", in, ViewOperand{b.at(0), shape, overlapping}, DType::kFloat32),
+                       Contains("share memory"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(elementwise_view(rt, "y = x", std::vector<ViewOperand>{{a.at(0), bad, st}},
+                                        ViewOperand{b.at(0), shape, st}, DType::kFloat32),
+                       Contains("do not broadcast"), InvalidArgument);
+  // the output over the input, shifted by one element: a partial overlap
+  CHECK_THROWS_AS(elementwise_view(rt, "y = x", in, ViewOperand{a.at(4), shape, st}, DType::kFloat32),
+                  InvalidArgument);
+  // in place where the output steps like the input is fine
+  elementwise_view(rt, "x = x * 2", in, ViewOperand{a.at(0), shape, st}, DType::kFloat32);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+}
+
+}  // namespace jitune
