@@ -27,6 +27,7 @@ struct Case {
   std::string name;     ///< As in bench-cases.md, e.g. "mul_float32_134217728".
   std::string family;
   std::function<nlohmann::json(Context&)> run;  ///< Returns the row (see finish_row).
+  std::string signature;  ///< The problem's signature where the case knows it up front (jitune_bench --list).
 };
 
 /// The registry; cases_<family>.cpp add theirs with a static Registrar.

@@ -28,13 +28,20 @@ using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   CLI::App app{"jitune_bench: the public cases through the runtime API"};
   std::string json_out, cache;
-  bool first_call = false;
+  bool first_call = false, list = false;
   std::vector<std::string> only;
   app.add_option("--family", only, "only these families' cases");
   app.add_option("--json", json_out, "write results here");
   app.add_option("--cache", cache, "user tuning cache file (default: the default cache)");
   app.add_flag("--first-call", first_call, "time only this process's first elementwise call (warm disk cache)");
+  app.add_flag("--list", list, "print each case as family<TAB>name<TAB>signature (when known) and exit");
   CLI11_PARSE(app, argc, argv);
+  if (list) {
+    for (const bench::Case& c : bench::cases())
+      if (only.empty() || std::find(only.begin(), only.end(), c.family) != only.end())
+        std::printf("%s\t%s\t%s\n", c.family.c_str(), c.name.c_str(), c.signature.c_str());
+    return 0;
+  }
   try {
     if (device_count() == 0) {
       std::fprintf(stderr, "jitune_bench: no GPU: %s\n", device_unavailable_reason().c_str());

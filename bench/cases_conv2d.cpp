@@ -54,7 +54,8 @@ nlohmann::json run_conv2d(Context& ctx, const std::string& signature) {
 std::vector<Case> conv2d_cases() {
   std::vector<Case> out;
   for (const auto& [name, signature] : templates::conv2d::conv2d_family().default_suite())
-    out.push_back({name, "conv2d", [sig = signature](Context& ctx) { return run_conv2d(ctx, sig); }});
+    out.push_back({name, "conv2d", [sig = signature](Context& ctx) { return run_conv2d(ctx, sig); },
+                   signature});
   return out;
 }
 

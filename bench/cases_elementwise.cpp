@@ -42,7 +42,8 @@ nlohmann::json run_elementwise(Context& ctx, const std::string& signature) {
 std::vector<Case> elementwise_cases() {
   std::vector<Case> out;
   for (const auto& [name, signature] : templates::elementwise::elementwise_family().default_suite())
-    out.push_back({name, "elementwise", [sig = signature](Context& ctx) { return run_elementwise(ctx, sig); }});
+    out.push_back({name, "elementwise", [sig = signature](Context& ctx) { return run_elementwise(ctx, sig); },
+                   signature});
   return out;
 }
 

@@ -47,7 +47,8 @@ nlohmann::json run_permute(Context& ctx, const std::string& signature) {
 std::vector<Case> permute_cases() {
   std::vector<Case> out;
   for (const auto& [name, signature] : templates::permute::permute_family().default_suite())
-    out.push_back({name, "permute", [sig = signature](Context& ctx) { return run_permute(ctx, sig); }});
+    out.push_back({name, "permute", [sig = signature](Context& ctx) { return run_permute(ctx, sig); },
+                   signature});
   return out;
 }
 

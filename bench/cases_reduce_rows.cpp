@@ -46,7 +46,7 @@ std::vector<Case> reduce_rows_cases() {
   std::vector<Case> out;
   for (const auto& [name, signature] : templates::reduce_rows::reduce_rows_family().default_suite())
     out.push_back(
-        {name, "reduce_rows", [sig = signature](Context& ctx) { return run_reduce_rows(ctx, sig); }});
+        {name, "reduce_rows", [sig = signature](Context& ctx) { return run_reduce_rows(ctx, sig); }, signature});
   return out;
 }
 

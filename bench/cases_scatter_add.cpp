@@ -152,7 +152,8 @@ nlohmann::json run_case(Context& ctx, const std::string& signature) {
 std::vector<Case> scatter_add_cases() {
   std::vector<Case> out;
   for (const auto& [name, signature] : templates::scatter_add::scatter_add_family().default_suite())
-    out.push_back({name, "scatter_add", [sig = signature](Context& ctx) { return run_case(ctx, sig); }});
+    out.push_back({name, "scatter_add", [sig = signature](Context& ctx) { return run_case(ctx, sig); },
+                   signature});
   return out;
 }
 

@@ -48,7 +48,8 @@ nlohmann::json run_upsample(Context& ctx, const std::string& signature) {
 std::vector<Case> upsample_cases() {
   std::vector<Case> out;
   for (const auto& [name, signature] : templates::upsample_nearest2d::upsample_nearest2d_family().default_suite())
-    out.push_back({name, "upsample_nearest2d", [sig = signature](Context& ctx) { return run_upsample(ctx, sig); }});
+    out.push_back({name, "upsample_nearest2d", [sig = signature](Context& ctx) { return run_upsample(ctx, sig); },
+                   signature});
   return out;
 }
 
