@@ -227,9 +227,16 @@ def _elementwise_check(expr: str, inputs: Sequence[torch.Tensor]):
     _need_float("elementwise", "input 0", first)
     for i, t in enumerate(inputs[1:], 1):
         _need_same("elementwise", f"input {i}", t, "input 0", first)
-        if t.shape != first.shape:
-            _fail(f"elementwise: input {i} has shape {tuple(t.shape)} but input 0 has {tuple(first.shape)}; "
-                  "jitune does not broadcast: expand and .contiguous() the smaller one")
+    return _broadcast_shape(inputs)
+
+
+def _broadcast_shape(inputs):
+    try:
+        return torch.broadcast_shapes(*[t.shape for t in inputs])
+    except RuntimeError:
+        shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
+        _fail(f"elementwise: the input shapes {shapes} do not broadcast (PyTorch's rule: right-aligned, each size "
+              "equal or 1); expand or reshape them")
 
 
 def _elementwise_regular(inputs) -> bool:
@@ -248,8 +255,8 @@ def _elementwise_regular(inputs) -> bool:
 
 def _elementwise_cuda(expr: str, inputs):
     if not inputs or not _elementwise_regular(inputs):
-        _elementwise_check(expr, inputs)
-        inputs = [_contiguous(t) for t in inputs]
+        shape = _elementwise_check(expr, inputs)
+        return _elementwise_views(expr, inputs, shape)
     first = inputs[0]
     out = torch.empty_like(first)
     n = out.numel()
@@ -272,9 +279,32 @@ def _elementwise_cuda(expr: str, inputs):
     return out
 
 
+def _elementwise_views(expr: str, inputs, shape):
+    """Inputs of different shapes (broadcast) or any strides: one elementwise_view kernel over the views as they
+    are (no copies), into a new contiguous tensor of the broadcast shape."""
+    first = inputs[0]
+    out = first.new_empty(shape)
+    if out.numel() == 0:
+        return out
+    values = [_DTYPE[first.dtype], len(inputs)]
+    for t in (out, *inputs):
+        values += [t.dim(), *t.shape, t.dim(), *t.stride()]
+    buffers = [t.data_ptr() for t in inputs] + [out.data_ptr()]
+    text = _EXPRESSIONS.get(expr)
+    if text is None:
+        text = _EXPRESSIONS[expr] = expr.encode()
+    dev = _device(first)
+    rt = _handles.get(dev) or _runtime_for(dev)
+    status = _C.jitune_call(rt, b"elementwise_view", (ctypes.c_int64 * len(values))(*values), len(values), text,
+                            None, 0, (ctypes.c_void_p * len(buffers))(*buffers), len(buffers), _raw_stream(dev))
+    if status:
+        _check(status)
+    return out
+
+
 def _elementwise_fake(expr: str, inputs):
-    _elementwise_check(expr, inputs)
-    return inputs[0].new_empty(inputs[0].shape)
+    shape = _elementwise_check(expr, inputs)  # first: it says what is wrong with no inputs
+    return inputs[0].new_empty(shape)
 
 
 _elementwise = _register("elementwise", "(str expr, Tensor[] inputs) -> Tensor", _elementwise_cuda,
@@ -283,8 +313,11 @@ _elementwise = _register("elementwise", "(str expr, Tensor[] inputs) -> Tensor",
 
 
 def elementwise(expr: str, *inputs: torch.Tensor) -> torch.Tensor:
-    """`expr` ("z = x * y + 1") over same-shaped float tensors given in the order their names first appear on
-    the right-hand side; returns z. No broadcasting and no derivative."""
+    """`expr` ("z = x * y + 1") over float tensors of one dtype given in the order their names first appear on
+    the right-hand side; returns z, a new contiguous tensor. Same-shaped contiguous tensors take the elementwise
+    kernel; any others (broadcast by PyTorch's rules, permuted, sliced, expanded) take one elementwise_view kernel
+    over the views as they are: `elementwise("y = x * s + b", x.permute(0, 2, 1), s, b)` is one pass. No
+    derivative."""
     if _direct(*inputs):
         return _elementwise_cuda(expr, inputs)
     return _elementwise(expr, list(inputs))

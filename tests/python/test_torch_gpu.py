@@ -42,6 +42,22 @@ def test_elementwise(dtype, n, offset):
     close(jt.elementwise("z = x * y + w", x, y, w), (x.float() * y.float() + w.float()).to(dtype))
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_elementwise_over_views_and_broadcasts(dtype):
+    """Broadcast, permuted, sliced and expanded inputs: one elementwise_view kernel, the same values as PyTorch."""
+    x = rand(4, 300, 200, dtype=dtype)
+    s, b = rand(dtype=dtype), rand(300, dtype=dtype)
+    close(jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b), x.permute(0, 2, 1) * s + b)
+    a = rand(257, 130, dtype=dtype)
+    c = rand(257, 129, dtype=dtype)
+    close(jt.elementwise("y = a * c", a[:, 1:], c), a[:, 1:] * c)
+    m, row, col = rand(300, 1001, dtype=dtype), rand(1001, dtype=dtype), rand(300, 1, dtype=dtype)
+    close(jt.elementwise("y = m * r + c", m, row, col), m * row + col)
+    e = rand(1, 77, dtype=dtype).expand(50, 77)
+    close(jt.elementwise("y = e - m", e, m[:50, :77]), e - m[:50, :77])
+    assert jt.elementwise("y = x + 1", rand(0, 5, dtype=dtype)).shape == (0, 5)
+
+
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.int64, torch.uint8))
 @pytest.mark.parametrize("shape, perm", [((33, 65), (1, 0)), ((3, 5, 7, 9), (2, 0, 3, 1)), ((2, 1, 17), (2, 1, 0))])
 def test_permute_is_exact(dtype, shape, perm):

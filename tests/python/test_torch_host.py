@@ -66,6 +66,15 @@ def test_fake_upsample_keeps_channels_last(fake):
     assert g.is_contiguous(memory_format=torch.channels_last)
 
 
+def test_fake_elementwise_broadcasts(fake):
+    x = cuda(2, 3, 5, 7, dtype=torch.float16)
+    assert jt.elementwise("z = x * y", x, cuda(7, dtype=torch.float16)).shape == (2, 3, 5, 7)
+    assert jt.elementwise("z = x * y", cuda(3, 1, 7, dtype=torch.float16), cuda(5, 1, dtype=torch.float16)).shape == \
+        (3, 5, 7)
+    y = jt.elementwise("z = x * y", x.permute(0, 3, 1, 2), cuda(5, dtype=torch.float16))
+    assert y.shape == (2, 7, 3, 5) and y.is_contiguous()
+
+
 def test_meta_tensors_use_the_fake_rules():
     x = torch.empty(4, 6, device="meta")
     assert jt.permute(x, (1, 0)).shape == (6, 4)
@@ -74,7 +83,7 @@ def test_meta_tensors_use_the_fake_rules():
 
 @pytest.mark.parametrize("call, words", [
     (lambda x: jt.permute(x, (0, 0, 1, 2)), "not a permutation"),
-    (lambda x: jt.elementwise("z = x * y", x, x[:1]), "does not broadcast"),
+    (lambda x: jt.elementwise("z = x * y", x, x[:, :2]), "do not broadcast"),
     (lambda x: jt.elementwise("z = x * y", x, x.to(torch.float32)), "convert one"),
     (lambda x: jt.elementwise("z = x"), "no input tensors"),
     (lambda x: jt.conv2d(x, cuda(4, 2, 3, 3, dtype=torch.float16)), "must be (K, C=3"),
