@@ -209,9 +209,21 @@ ViewPlan plan_views(std::span<const View> inputs, const View& output) {
 }
 
 ViewKernel view_kernel(const ViewPlan& plan) noexcept {
-  const bool rows = plan.shape.size() >= 2 &&
-                    (plan.layout == LayoutClass::kRows || plan.layout == LayoutClass::kBroadcastColumn);
-  return rows ? ViewKernel::kRows : ViewKernel::kGather;
+  if (plan.shape.size() < 2) return ViewKernel::kGather;
+  if (plan.layout == LayoutClass::kRows || plan.layout == LayoutClass::kBroadcastColumn) return ViewKernel::kRows;
+  if (plan.layout == LayoutClass::kInnerTranspose && view_transposed_dim(plan) >= 0) return ViewKernel::kTiled;
+  return ViewKernel::kGather;
+}
+
+int view_transposed_dim(const ViewPlan& plan) noexcept {
+  const std::size_t inner = plan.shape.size() - 1;
+  for (std::size_t i = 1; i < plan.strides.size(); ++i) {
+    const auto& st = plan.strides[i];
+    if (plan.shape.size() < 2 || st[inner] <= 1) continue;
+    for (std::size_t d = 0; d < inner; ++d)
+      if (st[d] == 1) return static_cast<int>(d);
+  }
+  return -1;
 }
 
 std::vector<std::int64_t> view_extents(const ViewPlan& plan) {
@@ -243,7 +255,11 @@ KernelSource view_source(const Expression& expression, DType dtype, const ViewPl
   const std::string arity = std::to_string(expression.inputs.size()), dims = std::to_string(plan.shape.size());
   const std::string index = views_need_index64(plan) ? "long long" : "int";
   std::string name;
-  if (view_kernel(plan) == ViewKernel::kRows)
+  if (view_kernel(plan) == ViewKernel::kTiled)
+    name = "jitune::ewv::tiled<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
+           std::to_string(view_transposed_dim(plan)) + ", " + std::to_string(config.at("block") / 32) + ", " + index +
+           ">";
+  else if (view_kernel(plan) == ViewKernel::kRows)
     name = "jitune::ewv::rows<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
            std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +
            std::to_string(config.at("unroll")) + ", " + index + ">";

@@ -1,9 +1,12 @@
 // Elementwise over views (issue 21): the operands of templates/elementwise/views.hpp's plan, each with its own
-// strides over the merged shape (0 where it is broadcast). Two kernels:
+// strides over the merged shape (0 where it is broadcast). Three kernels:
 //   gather: any layout; each element's index is split over the dims and every operand's offset summed.
 //   rows:   the "rows" and "broadcast_column" classes: the inner dim is dense (stride 1) or constant (stride 0) for
 //           every operand; threads walk each row with kPack-element vector accesses where every dense operand's row
 //           start is aligned to the pack (checked per row: a sliced view's rows may not be), scalar otherwise.
+//   tiled:  the "inner_transpose" class: 32 x 32 tiles over dim kT (where the transposed inputs are dense) and the
+//           inner dim (where the output is dense); transposed inputs are read along kT into shared memory and used
+//           along the inner dim, the others read directly, so every global access is coalesced.
 #pragma once
 
 #include "common/types.cuh"
@@ -131,6 +134,79 @@ __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
         out[c] = from_float<T>(op(v));
       }
     }
+  }
+}
+
+/// The tiled kernel's tile edge (elements).
+constexpr int kViewTile = 32;
+
+// kT: the dim along which the transposed inputs are dense (kT < kDims - 1). kRows: tile rows per pass of the
+// block (block = 32 * kRows threads; each thread covers 32 / kRows rows of the tile).
+template <class Op, class T, int kArity, int kDims, int kT, int kRows, class Index>
+__global__ void __launch_bounds__(kViewTile * kRows) tiled(ViewParams<T, kArity, kDims> p) {
+  static_assert(kT >= 0 && kT < kDims - 1, "kT is an outer dim");
+  constexpr int kInner = kDims - 1;
+  __shared__ float tile[kArity][kViewTile][kViewTile + 1];  // [input][inner][kT], padded against bank conflicts
+  const Op op;
+  const int tx = static_cast<int>(threadIdx.x) % kViewTile, ty = static_cast<int>(threadIdx.x) / kViewTile;
+  const Index rows = static_cast<Index>(p.shape[kT]), cols = static_cast<Index>(p.shape[kInner]);
+  const Index tiles_r = (rows + kViewTile - 1) / kViewTile, tiles_c = (cols + kViewTile - 1) / kViewTile;
+  Index batches = 1;
+#pragma unroll
+  for (int d = 0; d < kDims; ++d)
+    if (d != kT && d != kInner) batches *= static_cast<Index>(p.shape[d]);
+  bool transposed[kArity];
+#pragma unroll
+  for (int a = 0; a < kArity; ++a)
+    transposed[a] = p.stride[a + 1][kT] == 1 && p.stride[a + 1][kInner] != 1 && p.stride[a + 1][kInner] != 0;
+  for (Index t = blockIdx.x; t < batches * tiles_r * tiles_c; t += gridDim.x) {  // uniform per block: barriers ok
+    const Index tc = t % tiles_c, tr = (t / tiles_c) % tiles_r;
+    Index b = t / tiles_c / tiles_r;
+    Index base[kArity + 1];
+#pragma unroll
+    for (int a = 0; a <= kArity; ++a) base[a] = 0;
+#pragma unroll
+    for (int d = kDims - 1; d >= 0; --d) {  // the batch index over every dim but kT and the inner one
+      if (d == kT || d == kInner) continue;
+      const Index size = static_cast<Index>(p.shape[d]);
+      const Index i = b % size;
+      b /= size;
+#pragma unroll
+      for (int a = 0; a <= kArity; ++a) base[a] += i * static_cast<Index>(p.stride[a][d]);
+    }
+    const Index r0 = tr * kViewTile, c0 = tc * kViewTile;
+    // Transposed inputs: lanes along kT (their dense dim), into the tile.
+#pragma unroll
+    for (int a = 0; a < kArity; ++a) {
+      if (!transposed[a]) continue;
+      const Index r = r0 + tx;
+#pragma unroll
+      for (int k = 0; k < kViewTile / kRows; ++k) {
+        const Index c = c0 + ty + k * kRows;
+        if (r < rows && c < cols)
+          tile[a][ty + k * kRows][tx] =
+              to_float(p.in[a][base[a + 1] + r + c * static_cast<Index>(p.stride[a + 1][kInner])]);
+      }
+    }
+    __syncthreads();
+    // Every output element: lanes along the inner dim.
+    const Index c = c0 + tx;
+#pragma unroll
+    for (int k = 0; k < kViewTile / kRows; ++k) {
+      const int rl = ty + k * kRows;
+      const Index r = r0 + rl;
+      if (r < rows && c < cols) {
+        float v[kArity];
+#pragma unroll
+        for (int a = 0; a < kArity; ++a)
+          v[a] = transposed[a] ? tile[a][tx][rl]
+                               : to_float(p.in[a][base[a + 1] + r * static_cast<Index>(p.stride[a + 1][kT]) +
+                                                  c * static_cast<Index>(p.stride[a + 1][kInner])]);
+        p.out[base[0] + r * static_cast<Index>(p.stride[0][kT]) + c * static_cast<Index>(p.stride[0][kInner])] =
+            from_float<T>(op(v));
+      }
+    }
+    __syncthreads();  // the tile is reused by the block's next tile
   }
 }
 

@@ -70,9 +70,14 @@ std::vector<std::int64_t> broadcast_shape(std::span<const std::vector<std::int64
 /// Row-major strides of a dense tensor of `shape`.
 std::vector<std::int64_t> dense_strides(std::span<const std::int64_t> shape);
 
-/// Which kernel of views.cuh a plan runs: `rows` for the rows and broadcast_column classes, `gather` otherwise.
-enum class ViewKernel { kGather, kRows };
+/// Which kernel of views.cuh a plan runs: `rows` for the rows and broadcast_column classes, `tiled` for
+/// inner_transpose, `gather` otherwise.
+enum class ViewKernel { kGather, kRows, kTiled };
 ViewKernel view_kernel(const ViewPlan& plan) noexcept;
+
+/// For the tiled kernel: the outer dim along which the first transposed input (strided along the inner dim) is
+/// dense; -1 when no input is.
+int view_transposed_dim(const ViewPlan& plan) noexcept;
 
 /// Per operand (output first), the largest element offset the plan reaches + 1: the least elements its buffer
 /// must hold (0 for an empty plan).
@@ -81,8 +86,9 @@ std::vector<std::int64_t> view_extents(const ViewPlan& plan);
 /// True when an element index or an operand's offset may pass 2^31 (the kernels then index in 64 bits).
 bool views_need_index64(const ViewPlan& plan);
 
-/// The program and kernel name for `plan` (at most 8 merged dims): config keys block and unroll, and pack for the
-/// rows kernel. Throws InvalidArgument for more than 8 dims or inputs.
+/// The program and kernel name for `plan` (at most 8 merged dims): config keys block and unroll, pack for the
+/// rows kernel (the tiled kernel takes block / 32 tile rows a pass). Throws InvalidArgument for more than 8 dims or
+/// inputs.
 KernelSource view_source(const Expression& expression, DType dtype, const ViewPlan& plan, const Config& config);
 
 /// The CPU reference: evaluates `expression` for every output element of `plan`, reading each input at its

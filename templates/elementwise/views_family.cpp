@@ -138,9 +138,10 @@ class ElementwiseViewFamily final : public Family {
 
   Config heuristic(const Problem& problem, const DeviceInfo&) const override {
     const auto& p = static_cast<const ViewProblem&>(problem);
-    const bool rows = view_kernel(p.plan()) == ViewKernel::kRows;
+    const ViewKernel kernel = view_kernel(p.plan());
+    const bool rows = kernel == ViewKernel::kRows;
     return Config{{"block", 256},
-                  {"unroll", rows ? 1 : 2},
+                  {"unroll", kernel == ViewKernel::kGather ? 2 : 1},
                   {"pack", rows ? static_cast<std::int64_t>(16 / dtype_size(p.dtype())) : 1},
                   {"waves", 32}};
   }
@@ -148,9 +149,12 @@ class ElementwiseViewFamily final : public Family {
   std::string check(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
     const auto& p = static_cast<const ViewProblem&>(problem);
     const std::int64_t pack = config.at("pack");
-    if (view_kernel(p.plan()) == ViewKernel::kGather && pack != 1)
+    const ViewKernel kernel = view_kernel(p.plan());
+    if (kernel != ViewKernel::kRows && pack != 1)
       return "pack " + std::to_string(pack) + " is for the rows kernel; this layout (" +
-             std::string(layout_class_name(p.plan().layout)) + ") runs the gather kernel, which takes pack 1";
+             std::string(layout_class_name(p.plan().layout)) + ") runs another kernel, which takes pack 1";
+    if (kernel == ViewKernel::kTiled && config.at("unroll") != 1)
+      return "unroll is not used by the tiled kernel (inner_transpose): it takes unroll 1";
     const std::int64_t bytes = pack * static_cast<std::int64_t>(dtype_size(p.dtype()));
     if (bytes > 16)
       return "pack " + std::to_string(pack) + " moves " + std::to_string(bytes) +
@@ -172,6 +176,14 @@ class ElementwiseViewFamily final : public Family {
     if (view_kernel(p.plan()) == ViewKernel::kRows) {  // whole rows per block
       const std::int64_t rows = p.plan().elements / p.plan().shape.back();
       return grid_stride_shape(rows, block, 1, config.at("waves"), device);
+    }
+    if (view_kernel(p.plan()) == ViewKernel::kTiled) {  // one 32 x 32 tile per block and pass
+      const auto& shape = p.plan().shape;
+      const std::int64_t t = view_transposed_dim(p.plan()), inner = static_cast<std::int64_t>(shape.size()) - 1;
+      std::int64_t tiles = ((shape[t] + 31) / 32) * ((shape[inner] + 31) / 32);
+      for (std::int64_t d = 0; d < inner; ++d)
+        if (d != t) tiles *= shape[d];
+      return grid_stride_shape(tiles, block, 1, config.at("waves"), device);
     }
     return grid_stride_shape(p.plan().elements, block, block * unroll, config.at("waves"), device);
   }

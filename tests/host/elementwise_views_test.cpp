@@ -230,7 +230,8 @@ TEST_CASE("NVRTC compiles the view kernels for every layout class, dtype and sm_
       {"bias row", {dense({300, 77}), dense({77})}, dense({300, 77}), ViewKernel::kRows},
       {"column", {dense({300, 77}), dense({300, 1})}, dense({300, 77}), ViewKernel::kRows},
       {"transposed input", {View{{40, 50, 60}, {3000, 1, 50}}, View{{}, {}}}, dense({40, 50, 60}),
-       ViewKernel::kGather},
+       ViewKernel::kTiled},
+      {"scattered input", {View{{40, 50, 60}, {7, 3000, 50}}}, dense({40, 50, 60}), ViewKernel::kGather},
       {"strided output", {dense({99})}, View{{99}, {3}}, ViewKernel::kGather},
   };
   const auto expr = parse_expression("y = a * s + 1");
@@ -239,6 +240,7 @@ TEST_CASE("NVRTC compiles the view kernels for every layout class, dtype and sm_
     if (in.size() == 1) in.push_back(View{{}, {}});
     const ViewPlan plan = plan_views(in, c.output);
     REQUIRE(view_kernel(plan) == c.kernel);
+    if (c.kernel == ViewKernel::kTiled) CHECK(templates::elementwise::view_transposed_dim(plan) == 1);
     for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
       for (const char* arch : {"sm_80", "sm_90"}) {
         const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(dtype));
