@@ -286,7 +286,7 @@ def _elementwise_views(expr: str, inputs, shape):
     out = first.new_empty(shape)
     if out.numel() == 0:
         return out
-    values = [_DTYPE[first.dtype], len(inputs)]
+    values = [_DTYPE[first.dtype], len(inputs), 0]  # no scalar inputs: 0-d tensors are views with no dims
     for t in (out, *inputs):
         values += [t.dim(), *t.shape, t.dim(), *t.stride()]
     buffers = [t.data_ptr() for t in inputs] + [out.data_ptr()]

@@ -244,7 +244,8 @@ bool views_need_index64(const ViewPlan& plan) {
   return false;
 }
 
-KernelSource view_source(const Expression& expression, DType dtype, const ViewPlan& plan, const Config& config) {
+KernelSource view_source(const Expression& expression, DType dtype, const ViewPlan& plan, const Config& config,
+                         unsigned scalars) {
   constexpr std::size_t kMaxDims = 8;
   if (plan.shape.size() > kMaxDims)
     throw InvalidArgument("elementwise: " + std::to_string(plan.shape.size()) + " dims remain after merging; at "
@@ -253,7 +254,8 @@ KernelSource view_source(const Expression& expression, DType dtype, const ViewPl
     throw InvalidArgument("elementwise: " + std::to_string(expression.inputs.size()) + " inputs; at most 8");
   const std::string type(dtype_cuda_type(dtype));
   const std::string arity = std::to_string(expression.inputs.size()), dims = std::to_string(plan.shape.size());
-  const std::string index = views_need_index64(plan) ? "long long" : "int";
+  const std::string index = (views_need_index64(plan) ? "long long" : "int") + std::string(", ") +
+                            std::to_string(scalars) + "u";  // the last two template arguments
   std::string name;
   if (view_kernel(plan) == ViewKernel::kTiled)
     name = "jitune::ewv::tiled<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
@@ -270,7 +272,8 @@ KernelSource view_source(const Expression& expression, DType dtype, const ViewPl
 }
 
 void view_reference(const Expression& expression, DType dtype, const ViewPlan& plan,
-                    std::span<const std::vector<std::byte>> inputs, std::vector<std::byte>& out) {
+                    std::span<const std::byte* const> inputs, std::vector<std::byte>& out, unsigned scalars,
+                    std::span<const double> values) {
   const Evaluator eval(expression);
   const std::size_t dims = plan.shape.size(), operands = plan.strides.size();
   parallel_for(static_cast<std::uint64_t>(plan.elements), [&](std::uint64_t begin, std::uint64_t end) {
@@ -285,7 +288,8 @@ void view_reference(const Expression& expression, DType dtype, const ViewPlan& p
         for (std::size_t a = 0; a < operands; ++a) at[a] += i * plan.strides[a][d];
       }
       for (std::size_t a = 0; a + 1 < operands; ++a)
-        v[a] = load_element(dtype, inputs[a].data(), static_cast<std::uint64_t>(at[a + 1]));
+        v[a] = (scalars >> a) & 1u ? static_cast<double>(static_cast<float>(values[a]))
+                                   : load_element(dtype, inputs[a], static_cast<std::uint64_t>(at[a + 1]));
       store_element(dtype, out.data(), static_cast<std::uint64_t>(at[0]), static_cast<float>(eval(v)));
     }
   });

@@ -18,11 +18,18 @@ namespace ewv {
 template <class T, int kArity, int kDims>
 struct ViewParams {
   T* out;
-  const T* in[kArity];
+  const T* in[kArity];                  ///< Null for a scalar input.
   long long n;                          ///< Output elements.
   long long shape[kDims];               ///< Merged sizes.
   long long stride[kArity + 1][kDims];  ///< Element strides: the output's, then each input's.
+  float scalar[kArity];                 ///< The value of each scalar input (kScalars bit set), unused otherwise.
 };
+
+/// Input a's value at `offset`: its scalar when bit a of kScalars is set (a value passed with the call, no memory).
+template <unsigned kScalars, class T, int kArity, int kDims, class Index>
+__device__ __forceinline__ float load_input(const ViewParams<T, kArity, kDims>& p, int a, Index offset) {
+  return (kScalars >> a) & 1u ? p.scalar[a] : to_float(p.in[a][offset]);
+}
 
 /// Every operand's offset for `index`, a row-major index over dims 0..kLast: split over those dims (the
 /// outermost takes what is left) and summed with each operand's strides.
@@ -46,8 +53,9 @@ __device__ __forceinline__ void split_index(const P& p, Index index, Index (&at)
 //   kPack   [pack]:   rows only: elements per vector access, kPack * sizeof(T) <= 16 bytes; 1, 2, 4, 8.
 //   grid cap [waves]: set on the host, blocks <= waves * resident blocks per wave.
 //   Index:            int when every offset and index fits in 31 bits, long long otherwise (by rule).
+//   kScalars:         bit a set when input a is a scalar passed with the call (by the problem, not tuned).
 // Op: a functor `float operator()(const float* v) const` over the kArity input values.
-template <class Op, class T, int kArity, int kDims, int kBlock, int kUnroll, class Index>
+template <class Op, class T, int kArity, int kDims, int kBlock, int kUnroll, class Index, unsigned kScalars>
 __global__ void __launch_bounds__(kBlock) gather(ViewParams<T, kArity, kDims> p) {
   const Op op;
   const Index n = static_cast<Index>(p.n);
@@ -65,7 +73,7 @@ __global__ void __launch_bounds__(kBlock) gather(ViewParams<T, kArity, kDims> p)
         split_index<kArity, kDims - 1>(p, e, at);
         out_at[u] = at[0];
 #pragma unroll
-        for (int a = 0; a < kArity; ++a) v[u][a] = to_float(p.in[a][at[a + 1]]);
+        for (int a = 0; a < kArity; ++a) v[u][a] = load_input<kScalars>(p, a, at[a + 1]);
       }
     }
 #pragma unroll
@@ -74,7 +82,8 @@ __global__ void __launch_bounds__(kBlock) gather(ViewParams<T, kArity, kDims> p)
   }
 }
 
-template <class Op, class T, int kArity, int kDims, int kPack, int kBlock, int kUnroll, class Index>
+template <class Op, class T, int kArity, int kDims, int kPack, int kBlock, int kUnroll, class Index,
+          unsigned kScalars>
 __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
   static_assert(kDims >= 2, "rows needs an outer and an inner dim");
   const Op op;
@@ -92,9 +101,10 @@ __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
     bool aligned = cols % kPack == 0 && reinterpret_cast<unsigned long long>(out) % (sizeof(T) * kPack) == 0;
 #pragma unroll
     for (int a = 0; a < kArity; ++a) {
-      in[a] = p.in[a] + at[a + 1];
-      dense[a] = p.stride[a + 1][kDims - 1] != 0;
-      fixed[a] = dense[a] ? 0.0f : to_float(in[a][0]);
+      const bool scalar = (kScalars >> a) & 1u;
+      in[a] = scalar ? nullptr : p.in[a] + at[a + 1];
+      dense[a] = !scalar && p.stride[a + 1][kDims - 1] != 0;
+      fixed[a] = dense[a] ? 0.0f : load_input<kScalars>(p, a, at[a + 1]);
       if (dense[a]) aligned = aligned && reinterpret_cast<unsigned long long>(in[a]) % (sizeof(T) * kPack) == 0;
     }
     if (kPack > 1 && aligned) {
@@ -142,7 +152,7 @@ constexpr int kViewTile = 32;
 
 // kT: the dim along which the transposed inputs are dense (kT < kDims - 1). kRows: tile rows per pass of the
 // block (block = 32 * kRows threads; each thread covers 32 / kRows rows of the tile).
-template <class Op, class T, int kArity, int kDims, int kT, int kRows, class Index>
+template <class Op, class T, int kArity, int kDims, int kT, int kRows, class Index, unsigned kScalars>
 __global__ void __launch_bounds__(kViewTile * kRows) tiled(ViewParams<T, kArity, kDims> p) {
   static_assert(kT >= 0 && kT < kDims - 1, "kT is an outer dim");
   constexpr int kInner = kDims - 1;
@@ -158,7 +168,8 @@ __global__ void __launch_bounds__(kViewTile * kRows) tiled(ViewParams<T, kArity,
   bool transposed[kArity];
 #pragma unroll
   for (int a = 0; a < kArity; ++a)
-    transposed[a] = p.stride[a + 1][kT] == 1 && p.stride[a + 1][kInner] != 1 && p.stride[a + 1][kInner] != 0;
+    transposed[a] = !((kScalars >> a) & 1u) && p.stride[a + 1][kT] == 1 && p.stride[a + 1][kInner] != 1 &&
+                    p.stride[a + 1][kInner] != 0;
   for (Index t = blockIdx.x; t < batches * tiles_r * tiles_c; t += gridDim.x) {  // uniform per block: barriers ok
     const Index tc = t % tiles_c, tr = (t / tiles_c) % tiles_r;
     Index b = t / tiles_c / tiles_r;
@@ -200,8 +211,8 @@ __global__ void __launch_bounds__(kViewTile * kRows) tiled(ViewParams<T, kArity,
 #pragma unroll
         for (int a = 0; a < kArity; ++a)
           v[a] = transposed[a] ? tile[a][tx][rl]
-                               : to_float(p.in[a][base[a + 1] + r * static_cast<Index>(p.stride[a + 1][kT]) +
-                                                  c * static_cast<Index>(p.stride[a + 1][kInner])]);
+                               : load_input<kScalars>(p, a, base[a + 1] + r * static_cast<Index>(p.stride[a + 1][kT]) +
+                                                                c * static_cast<Index>(p.stride[a + 1][kInner]));
         p.out[base[0] + r * static_cast<Index>(p.stride[0][kT]) + c * static_cast<Index>(p.stride[0][kInner])] =
             from_float<T>(op(v));
       }

@@ -87,15 +87,19 @@ std::vector<std::int64_t> view_extents(const ViewPlan& plan);
 bool views_need_index64(const ViewPlan& plan);
 
 /// The program and kernel name for `plan` (at most 8 merged dims): config keys block and unroll, pack for the
-/// rows kernel (the tiled kernel takes block / 32 tile rows a pass). Throws InvalidArgument for more than 8 dims or
-/// inputs.
-KernelSource view_source(const Expression& expression, DType dtype, const ViewPlan& plan, const Config& config);
+/// rows kernel (the tiled kernel takes block / 32 tile rows a pass). Bit a of `scalars` makes input a a scalar the
+/// call passes by value (planned as a 0-d view). Throws InvalidArgument for more than 8 dims or inputs.
+KernelSource view_source(const Expression& expression, DType dtype, const ViewPlan& plan, const Config& config,
+                         unsigned scalars = 0);
 
 /// The CPU reference: evaluates `expression` for every output element of `plan`, reading each input at its
-/// offset in `inputs` (element buffers of view_extents' sizes) and writing `out` (the output's extent) at the
+/// offset in `inputs` (each input's elements, view_extents' sizes) and writing `out` (the output's extent) at the
 /// output's offsets, computed in double and rounded once through float, as the kernels compute.
+/// Scalar inputs (bit a of `scalars`) take values[a] instead of memory (their `inputs` entry may be null); like the
+/// kernel, the value is rounded to float.
 void view_reference(const Expression& expression, DType dtype, const ViewPlan& plan,
-                    std::span<const std::vector<std::byte>> inputs, std::vector<std::byte>& out);
+                    std::span<const std::byte* const> inputs, std::vector<std::byte>& out, unsigned scalars = 0,
+                    std::span<const double> values = {});
 
 /// The registered elementwise_view family (views_family.cpp): the problem is the expression, the dtype and the
 /// plan (its layout class, merged shape and strides); jitune::elementwise_view is its op.

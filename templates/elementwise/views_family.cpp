@@ -1,7 +1,9 @@
 // The elementwise_view family: an expression over operands with their own shapes and strides (views.hpp plans
 // them, views.cuh runs them). The layout class is part of the problem: a bias row, a sliced view and a permuted
 // input are different problems, tuned apart. Same-shaped contiguous calls stay with the elementwise family.
+#include <bit>
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 
@@ -31,10 +33,14 @@ std::vector<std::int64_t> parse_list(std::string_view text, std::string_view wha
   return out;
 }
 
+// The value a scalar input takes where a call gives none (tuning, the CPU reference of a workload): nonzero, not a
+// power of two, different per input.
+double default_scalar(std::size_t input) { return 1.375 + 0.25 * static_cast<double>(input); }
+
 class ViewProblem final : public Problem {
  public:
-  ViewProblem(Expression expression, DType dtype, ViewPlan plan)
-      : expression_(std::move(expression)), dtype_(dtype), plan_(std::move(plan)) {
+  ViewProblem(Expression expression, DType dtype, ViewPlan plan, unsigned scalars)
+      : expression_(std::move(expression)), dtype_(dtype), plan_(std::move(plan)), scalars_(scalars) {
     if (dtype != DType::kFloat32 && dtype != DType::kFloat16 && dtype != DType::kBFloat16)
       throw InvalidArgument("elementwise_view: dtype " + std::string(dtype_name(dtype)) +
                             " is not supported; use float32, float16 or bfloat16");
@@ -45,14 +51,30 @@ class ViewProblem final : public Problem {
     if (plan_.shape.size() > kMaxViewDims)
       throw InvalidArgument("elementwise_view: " + std::to_string(plan_.shape.size()) +
                             " dims remain after merging; at most 8 are supported");
+    if (scalars_ >> expression_.inputs.size())
+      throw InvalidArgument("elementwise_view: scalars=" + std::to_string(scalars_) + " marks inputs the expression "
+                            "does not have (bit i: input i)");
+    if (std::popcount(scalars_) > static_cast<int>(CallArgs::kMaxScalars))
+      throw InvalidArgument("elementwise_view: " + std::to_string(std::popcount(scalars_)) +
+                            " scalar inputs; at most 4 (pass more as 0-d tensors)");
+    for (std::size_t a = 0; a < expression_.inputs.size(); ++a)
+      if (is_scalar(a))
+        for (std::int64_t st : plan_.strides[a + 1])
+          if (st != 0)
+            throw InvalidArgument("elementwise_view: input " + std::to_string(a) + " is a scalar but its strides "
+                                  "are not all 0");
   }
+  bool is_scalar(std::size_t input) const noexcept { return (scalars_ >> input) & 1u; }
+  unsigned scalars() const noexcept { return scalars_; }
   const Expression& expression() const noexcept { return expression_; }
   DType dtype() const noexcept { return dtype_; }
   const ViewPlan& plan() const noexcept { return plan_; }
   int arity() const noexcept { return static_cast<int>(expression_.inputs.size()); }
 
   std::string signature() const override {
-    return "dtype=" + std::string(dtype_name(dtype_)) + ";expr=" + expression_.canonical + ";" + plan_.key();
+    std::string key = plan_.key();
+    if (scalars_ != 0) key.insert(key.find(";shape="), ";scalars=" + std::to_string(scalars_));
+    return "dtype=" + std::string(dtype_name(dtype_)) + ";expr=" + expression_.canonical + ";" + key;
   }
   std::string group() const override {
     return std::string(dtype_name(dtype_)) + "|arity=" + std::to_string(arity()) +
@@ -68,6 +90,7 @@ class ViewProblem final : public Problem {
   double bytes_moved() const override {
     double elements = static_cast<double>(plan_.elements);
     for (std::size_t i = 1; i < plan_.strides.size(); ++i) {
+      if (is_scalar(i - 1)) continue;  // passed by value: no memory
       double distinct = plan_.elements == 0 ? 0 : 1;
       for (std::size_t d = 0; d < plan_.shape.size(); ++d)
         if (plan_.strides[i][d] != 0) distinct *= static_cast<double>(plan_.shape[d]);
@@ -80,6 +103,7 @@ class ViewProblem final : public Problem {
   Expression expression_;
   DType dtype_;
   ViewPlan plan_;
+  unsigned scalars_;
 };
 
 class ElementwiseViewFamily final : public Family {
@@ -102,14 +126,16 @@ class ElementwiseViewFamily final : public Family {
             {"shape", "the output's sizes, outermost first, e.g. 8192,1024"},
             {"strides", "element strides over shape, the output's then each input's, '|' between operands, 0 "
                         "where an input is broadcast: e.g. 1024,1|1024,1|0,1"},
-            {"layout", "optional: the layout class the shape and strides give (checked)"}};
+            {"layout", "optional: the layout class the shape and strides give (checked)"},
+            {"scalars", "optional: bit i set when input i is a scalar passed with the call (its strides all 0)"}};
   }
 
   std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
     for (const auto& [key, value] : options)
-      if (key != "expr" && key != "dtype" && key != "shape" && key != "strides" && key != "layout")
+      if (key != "expr" && key != "dtype" && key != "shape" && key != "strides" && key != "layout" &&
+          key != "scalars")
         throw InvalidArgument("elementwise_view problem: unknown option '" + key +
-                              "'; options are expr, dtype, shape, strides, layout");
+                              "'; options are expr, dtype, shape, strides, layout, scalars");
     auto get = [&](const char* key) -> const std::string& {
       auto it = options.find(key);
       if (it == options.end())
@@ -132,8 +158,15 @@ class ElementwiseViewFamily final : public Family {
     if (auto it = options.find("layout"); it != options.end() && it->second != layout_class_name(plan.layout))
       throw InvalidArgument("elementwise_view problem: layout=" + it->second + " but the shape and strides give " +
                             std::string(layout_class_name(plan.layout)));
+    unsigned scalars = 0;
+    if (auto it = options.find("scalars"); it != options.end()) {
+      const std::vector<std::int64_t> mask = parse_list(it->second, "scalars");
+      if (mask.size() != 1 || mask[0] <= 0 || mask[0] > 255)
+        throw InvalidArgument("elementwise_view problem: scalars='" + it->second + "' is not a mask of 1 to 255");
+      scalars = static_cast<unsigned>(mask[0]);
+    }
     return std::make_unique<ViewProblem>(*parse_expression_cached(get("expr")), parse_dtype(get("dtype")),
-                                         std::move(plan));
+                                         std::move(plan), scalars);
   }
 
   Config heuristic(const Problem& problem, const DeviceInfo&) const override {
@@ -167,7 +200,7 @@ class ElementwiseViewFamily final : public Family {
 
   KernelSource source(const Problem& problem, const Config& config) const override {
     const auto& p = static_cast<const ViewProblem&>(problem);
-    return view_source(p.expression(), p.dtype(), p.plan(), config);
+    return view_source(p.expression(), p.dtype(), p.plan(), config, p.scalars());
   }
 
   LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
@@ -188,13 +221,22 @@ class ElementwiseViewFamily final : public Family {
     return grid_stride_shape(p.plan().elements, block, block * unroll, config.at("waves"), device);
   }
 
-  // Values: dtype, input count, then each operand (the output first): its dims, sizes, strides.
+  // Values: dtype, input count, scalar mask (bit i: input i is a scalar, its value among the call's scalars), then
+  // each operand (the output first): its dims, sizes, strides (a scalar: 0 dims).
   std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {
     CallReader in(args);
     const DType dtype = in.next_dtype();
     const std::int64_t inputs = in.next();
     if (inputs < 1 || inputs > kMaxInputs)
       throw InvalidArgument("elementwise_view: " + std::to_string(inputs) + " inputs; give 1 to 8");
+    const std::int64_t mask = in.next();
+    if (mask < 0 || mask >= (std::int64_t{1} << inputs))
+      throw InvalidArgument("elementwise_view: scalar mask " + std::to_string(mask) + " marks inputs beyond the " +
+                            std::to_string(inputs) + " given");
+    if (std::popcount(static_cast<std::uint64_t>(mask)) != static_cast<int>(args.scalars().size()))
+      throw InvalidArgument("elementwise_view: " + std::to_string(std::popcount(static_cast<std::uint64_t>(mask))) +
+                            " inputs are scalars but the call passes " + std::to_string(args.scalars().size()) +
+                            " scalar values");
     auto read_view = [&] {
       View v;
       v.shape = in.next_list();
@@ -204,7 +246,8 @@ class ElementwiseViewFamily final : public Family {
     const View output = read_view();
     std::vector<View> views;
     for (std::int64_t i = 0; i < inputs; ++i) views.push_back(read_view());
-    return std::make_unique<ViewProblem>(parse_expression(in.text()), dtype, plan_views(views, output));
+    return std::make_unique<ViewProblem>(parse_expression(in.text()), dtype, plan_views(views, output),
+                                         static_cast<unsigned>(mask));
   }
 
   // The inputs in the expression's order, then the output, each with its merged strides.
@@ -213,11 +256,13 @@ class ElementwiseViewFamily final : public Family {
     const ViewPlan& plan = p.plan();
     std::vector<BufferSpec> out;
     for (std::size_t i = 0; i < p.expression().inputs.size(); ++i)
-      out.push_back({p.expression().inputs[i], BufferRole::kIn, p.dtype(), plan.shape, plan.strides[i + 1]});
+      if (!p.is_scalar(i))  // a scalar is a value of the call, not a buffer
+        out.push_back({p.expression().inputs[i], BufferRole::kIn, p.dtype(), plan.shape, plan.strides[i + 1]});
     BufferSpec output{p.expression().output, BufferRole::kOut, p.dtype(), plan.shape, plan.strides[0]};
     // The output may be an input's very memory only where they step alike (each element read and written by one
     // thread); any other overlap is refused by the runtime.
-    for (std::size_t i = 1; i < plan.strides.size(); ++i) output.in_place |= plan.strides[i] == plan.strides[0];
+    for (std::size_t i = 1; i < plan.strides.size(); ++i)
+      output.in_place |= !p.is_scalar(i - 1) && plan.strides[i] == plan.strides[0];
     out.push_back(std::move(output));
     return out;
   }
@@ -227,19 +272,33 @@ class ElementwiseViewFamily final : public Family {
     return {};
   }
 
-  // ewv::ViewParams<T, arity, dims>: out, in[arity], n, shape[dims], stride[arity + 1][dims], 8-byte fields.
+  // ewv::ViewParams<T, arity, dims>: out, in[arity], n, shape[dims], stride[arity + 1][dims] as 8-byte fields,
+  // then scalar[arity] as floats, padded to 8 bytes.
   void kernel_args(const Problem& problem, const Config&, const Bindings& b, KernelArgs& args) const override {
     const auto& p = static_cast<const ViewProblem&>(problem);
     const ViewPlan& plan = p.plan();
     const std::size_t arity = static_cast<std::size_t>(p.arity()), dims = plan.shape.size();
-    std::uint64_t words[1 + kMaxInputs + 1 + kMaxViewDims * (kMaxInputs + 2)];
+    std::uint64_t words[1 + kMaxInputs + 1 + kMaxViewDims * (kMaxInputs + 2) + kMaxInputs / 2];
+    const std::size_t buffer_inputs = arity - static_cast<std::size_t>(std::popcount(p.scalars()));
     std::size_t k = 0;
-    words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[arity]);
-    for (std::size_t i = 0; i < arity; ++i) words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[i]);
+    words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[buffer_inputs]);
+    float scalar[kMaxInputs] = {};
+    for (std::size_t i = 0, buffer = 0, value = 0; i < arity; ++i) {
+      if (p.is_scalar(i)) {
+        scalar[i] = static_cast<float>(b.scalar(value++, default_scalar(i)));
+        words[k++] = 0;
+      } else {
+        words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[buffer++]);
+      }
+    }
     words[k++] = static_cast<std::uint64_t>(plan.elements);
     for (std::size_t d = 0; d < dims; ++d) words[k++] = static_cast<std::uint64_t>(plan.shape[d]);
     for (const auto& st : plan.strides)
       for (std::size_t d = 0; d < dims; ++d) words[k++] = static_cast<std::uint64_t>(st[d]);
+    const std::size_t scalar_words = (arity + 1) / 2;
+    std::memset(&words[k], 0, scalar_words * sizeof(std::uint64_t));
+    std::memcpy(&words[k], scalar, arity * sizeof(float));
+    k += scalar_words;
     args.push_raw(words, k * sizeof(std::uint64_t), 8);
   }
 
@@ -249,6 +308,7 @@ class ElementwiseViewFamily final : public Family {
     const std::size_t es = dtype_size(p.dtype());
     Workload w;
     for (int a = 0; a < p.arity(); ++a) {
+      if (p.is_scalar(static_cast<std::size_t>(a))) continue;  // the default value, in kernel_args and reference
       std::vector<std::byte> buf(static_cast<std::size_t>(extents[a + 1]) * es);
       fill_random_nonzero(p.dtype(), buf.data(), static_cast<std::uint64_t>(extents[a + 1]),
                           seed * 1000003u + static_cast<std::uint64_t>(a));
@@ -269,7 +329,14 @@ class ElementwiseViewFamily final : public Family {
     const auto& p = static_cast<const ViewProblem&>(problem);
     std::vector<std::byte> out = w.initial_outputs.empty() ? std::vector<std::byte>(w.output_bytes[0])
                                                             : w.initial_outputs[0];
-    view_reference(p.expression(), p.dtype(), p.plan(), w.inputs, out);
+    // Every input at its index: scalars get an empty buffer (unread) and their default value.
+    std::vector<const std::byte*> inputs;
+    std::vector<double> values;
+    for (std::size_t a = 0, buffer = 0; a < static_cast<std::size_t>(p.arity()); ++a) {
+      inputs.push_back(p.is_scalar(a) ? nullptr : w.inputs[buffer++].data());
+      values.push_back(default_scalar(a));
+    }
+    view_reference(p.expression(), p.dtype(), p.plan(), inputs, out, p.scalars(), values);
     return {std::move(out)};
   }
 

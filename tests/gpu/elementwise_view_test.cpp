@@ -8,6 +8,8 @@
 #include <random>
 
 #include "gpu_util.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "templates/elementwise/expression.hpp"
 #include "templates/elementwise/views.hpp"
 #include "tuner/tuner.hpp"
 
@@ -135,6 +137,40 @@ TEST_CASE("elementwise_view: random views of every class against the CPU referen
   }
   MESSAGE("classes: contiguous ", seen[0], ", rows ", seen[1], ", broadcast_column ", seen[2], ", inner_transpose ",
           seen[3], ", general ", seen[4]);
+}
+
+TEST_CASE("elementwise_view: scalar inputs passed by value, several values with one kernel") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& f = family("elementwise_view");
+  const auto p = f.parse_problem("dtype=float16;expr=y = x * s + b;layout=rows;scalars=2;shape=999,333;"
+                                 "strides=333,1|333,1|0,0|0,1");
+  const Workload w = f.workload(*p, 5);
+  Buffer x(w.inputs[0].size()), b(w.inputs[1].size()), y(999 * 333 * 2);
+  x.upload(w.inputs[0], 0);
+  b.upload(w.inputs[1], 0);
+  const Dims shape = {999, 333}, st = {333, 1}, row = {333}, one = {1};
+  const auto plan = templates::elementwise::plan_views(
+      std::vector<View>{{shape, st}, {{}, {}}, {row, one}}, View{shape, st});
+  const std::size_t compiled = internal::impl(rt).compiler.compile_count();
+  for (double s : {0.5, -3.25, 1e-3}) {
+    y.poison();
+    elementwise_view(rt, "y = x * s + b",
+                     std::vector<ViewOperand>{{x.at(0), shape, st}, ViewOperand::scalar(s), {b.at(0), row, one}},
+                     ViewOperand{y.at(0), shape, st}, DType::kFloat16);
+    JITUNE_CU_CHECK(cuCtxSynchronize());
+    std::vector<std::byte> expected(999 * 333 * 2);
+    const std::byte* ins[] = {w.inputs[0].data(), nullptr, w.inputs[1].data()};
+    const double values[] = {0, s, 0};
+    templates::elementwise::view_reference(templates::elementwise::parse_expression("y = x * s + b"),
+                                           DType::kFloat16, plan, ins, expected, 2u, values);
+    const auto got = y.download(expected.size(), 0);
+    const OutputCheck check = f.output_check(*p, 0);
+    const CompareResult r = compare_host(check, got.data(), expected.data(), 999 * 333);
+    INFO("s = ", s);
+    CHECK_MESSAGE(r.ok(), r.describe(999 * 333, check));
+  }
+  CHECK(internal::impl(rt).compiler.compile_count() - compiled <= 1);  // one kernel for every value
 }
 
 TEST_CASE("elementwise_view tunes a view problem and stores it under its layout") {

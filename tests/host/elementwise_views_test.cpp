@@ -268,7 +268,8 @@ TEST_CASE("the CPU reference over views: a bias add into a sliced output, in flo
       store_element(DType::kFloat16, bytes[a].data(), static_cast<std::uint64_t>(i), 0.25 * static_cast<double>(i) + a);
   std::vector<std::byte> out(static_cast<std::size_t>(3 * 9) * 2);
   for (std::uint64_t i = 0; i < 27; ++i) store_element(DType::kFloat16, out.data(), i, -7.0);  // poison
-  view_reference(parse_expression("y = x + b"), DType::kFloat16, plan, bytes, out);
+  const std::byte* pointers[] = {bytes[0].data(), bytes[1].data()};
+  view_reference(parse_expression("y = x + b"), DType::kFloat16, plan, pointers, out);
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 9; ++c) {
       const double got = load_element(DType::kFloat16, out.data(), static_cast<std::uint64_t>(r * 9 + c));
@@ -357,6 +358,60 @@ TEST_CASE("the elementwise_view family: NVRTC compiles every legal config of a r
         CHECK(c.status == "ok");
       }
     }
+}
+
+TEST_CASE("the elementwise_view family: scalar inputs are values of the call, not buffers") {
+  const Family& f = family("elementwise_view");
+  const std::int64_t shape[] = {8192, 1024}, row[] = {1024}, one[] = {1}, dense2[] = {1024, 1};
+  const std::vector<ViewOperand> in = {{nullptr, shape, dense2}, ViewOperand::scalar(0.5), {nullptr, row, one}};
+  const ViewOperand y{nullptr, shape, dense2};
+  const std::string sig = elementwise_view_signature("y = x * s + b", in, y, DType::kFloat16);
+  CHECK(sig == "dtype=float16;expr=y = x * s + b;layout=rows;scalars=2;shape=8192,1024;strides=1024,1|1024,1|0,0|0,1");
+  const auto p = f.parse_problem(sig);
+  CHECK(p->signature() == sig);
+  CHECK(f.buffers(*p).size() == 3);  // x, b, y: no buffer for s
+  CHECK(p->bytes_moved() == 2.0 * (2 * 8192 * 1024 + 1024));
+  // Tuning and the reference use a default value for s: y = x * 1.625 + b
+  const auto small = f.parse_problem("dtype=float32;expr=y = x * s + b;layout=rows;scalars=2;shape=3,5;"
+                                     "strides=5,1|5,1|0,0|0,1");
+  const Workload w = f.workload(*small, 5);
+  REQUIRE(w.inputs.size() == 2);
+  const auto ref = f.reference(*small, w);
+  for (std::uint64_t i = 0; i < 15; ++i) {
+    const double x = load_element(DType::kFloat32, w.inputs[0].data(), i);
+    const double b = load_element(DType::kFloat32, w.inputs[1].data(), i % 5);
+    CHECK(load_element(DType::kFloat32, ref[0].data(), i) == doctest::Approx(x * 1.625 + b).epsilon(1e-6));
+  }
+  using doctest::Contains;
+  const std::vector<ViewOperand> five(5, ViewOperand::scalar(1.0));
+  CHECK_THROWS_WITH_AS(elementwise_view_signature("y = a + b + c + d + e", five, y, DType::kFloat32),
+                       Contains("at most 4"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(elementwise_view_signature("y = x", std::vector<ViewOperand>{{nullptr, shape, dense2}},
+                                                  ViewOperand::scalar(1.0), DType::kFloat32),
+                       Contains("output cannot be a scalar"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(f.parse_problem("dtype=float32;expr=y = x * s;layout=rows;scalars=2;shape=3,5;"
+                                       "strides=5,1|5,1|0,1"),
+                       Contains("scalar but its strides"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(f.parse_problem("dtype=float32;expr=y = x * s;scalars=4;shape=3,5;strides=5,1|5,1|0,0"),
+                       Contains("does not have"), InvalidArgument);
+  // A generic call whose scalar values do not match the mask is the caller's error.
+  CallArgs args;
+  args.add(0).add(1).add(1).text("y = s");
+  args.add(1).add(4).add(1).add(1);  // output: 4 elements
+  args.add(0).add(0);                // the scalar input, but no value among the call's scalars
+  CHECK_THROWS_WITH_AS(f.problem_from_call(args), Contains("passes 0 scalar values"), InvalidArgument);
+  // NVRTC builds the three kernels with a scalar input
+  Compiler compiler;
+  for (const char* s2 : {"dtype=float16;expr=y = x * s + b;layout=rows;scalars=2;shape=30,7;strides=7,1|7,1|0,0|0,1",
+                         "dtype=float16;expr=y = x * s;layout=inner_transpose;scalars=2;shape=6,50,40;"
+                         "strides=2000,40,1|2000,1,50|0,0,0",
+                         "dtype=float16;expr=y = x * s;layout=general;scalars=2;shape=50;strides=2|1|0"}) {
+    const auto q = f.parse_problem(s2);
+    const KernelSource src = f.source(*q, f.heuristic(*q, nominal_device(90)));
+    const CompiledProgram out = compiler.compile(src.program, {src.name_expression}, "sm_90", true);
+    INFO(s2, "\n", src.name_expression, "\n", out.log);
+    CHECK(out.ok);
+  }
 }
 
 }  // namespace jitune

@@ -87,6 +87,8 @@ TEST_CASE("every family: buffers match the workload the tuner binds") {
   const std::pair<const char*, const char*> cases[] = {
       {"elementwise", "dtype=float32;expr=out = a * b + c;n=1000"},
       {"elementwise_view", "dtype=float16;expr=y = x * s + b;layout=rows;shape=30,7;strides=9,1|7,1|0,0|0,1"},
+      {"elementwise_view", "dtype=float32;expr=y = x * s + b;layout=rows;scalars=2;shape=30,7;"
+                           "strides=9,1|7,1|0,0|0,1"},
       {"permute", "dtype=float16;perm=1,0;shape=33x65"},
       {"upsample_nearest2d",
        "c=3;direction=backward;dtype=float32;in_h=5;in_w=6;layout=nhwc;mode=nearest;n=2;out_h=11;out_w=13"},

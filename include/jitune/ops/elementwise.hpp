@@ -43,11 +43,20 @@ inline void elementwise(Runtime& runtime, std::string_view expression, std::init
 }
 
 /// One operand of elementwise_view: a device pointer (to the view's first element), its sizes, and its strides in
-/// elements (0 where it is broadcast; never negative), at most 8 dims.
+/// elements (0 where it is broadcast; never negative), at most 8 dims. An input may instead be a scalar passed by
+/// value (ViewOperand::scalar(0.5)): no memory, no recompilation when the value changes; at most 4 a call.
 struct ViewOperand {
   const void* data = nullptr;
   std::span<const std::int64_t> shape;
   std::span<const std::int64_t> strides;
+  bool is_scalar = false;
+  double value = 0;  ///< The scalar's value (rounded to float in the kernel).
+  static ViewOperand scalar(double v) {
+    ViewOperand o;
+    o.is_scalar = true;
+    o.value = v;
+    return o;
+  }
 };
 
 namespace detail {
@@ -63,10 +72,28 @@ inline CallArgs view_args(std::string_view expression, std::span<const ViewOpera
   constexpr std::size_t kMaxInputs = 8;
   if (inputs.empty() || inputs.size() > kMaxInputs)
     throw InvalidArgument("elementwise_view: " + std::to_string(inputs.size()) + " inputs given; give 1 to 8");
+  if (output.is_scalar) throw InvalidArgument("elementwise_view: the output cannot be a scalar");
+  std::int64_t mask = 0;
+  std::size_t scalars = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].is_scalar) {
+      mask |= std::int64_t{1} << i;
+      ++scalars;
+    }
+  if (scalars > CallArgs::kMaxScalars)
+    throw InvalidArgument("elementwise_view: " + std::to_string(scalars) +
+                          " scalar inputs; at most 4 (pass more as 0-d tensors)");
   CallArgs args;
-  args.add(static_cast<std::int64_t>(dtype)).add(static_cast<std::int64_t>(inputs.size())).text(expression);
+  args.add(static_cast<std::int64_t>(dtype)).add(static_cast<std::int64_t>(inputs.size())).add(mask).text(expression);
   add_view(args, output.shape, output.strides);
-  for (const ViewOperand& in : inputs) add_view(args, in.shape, in.strides);
+  for (const ViewOperand& in : inputs) {
+    if (in.is_scalar) {
+      args.add(0).add(0);  // a 0-d view: its value is one of the call's scalars
+      args.scalar(in.value);
+    } else {
+      add_view(args, in.shape, in.strides);
+    }
+  }
   return args;
 }
 }  // namespace detail
@@ -83,9 +110,11 @@ inline void elementwise_view(Runtime& runtime, std::string_view expression, std:
                              const ViewOperand& output, DType dtype, Stream stream = nullptr) {
   const CallArgs args = detail::view_args(expression, inputs, output, dtype);
   const void* buffers[9];
-  for (std::size_t i = 0; i < inputs.size(); ++i) buffers[i] = inputs[i].data;
-  buffers[inputs.size()] = output.data;
-  call(runtime, "elementwise_view", args, std::span<const void* const>(buffers, inputs.size() + 1), stream);
+  std::size_t n = 0;
+  for (const ViewOperand& in : inputs)
+    if (!in.is_scalar) buffers[n++] = in.data;
+  buffers[n++] = output.data;
+  call(runtime, "elementwise_view", args, std::span<const void* const>(buffers, n), stream);
 }
 
 /// The canonical problem signature of an elementwise_view call.
