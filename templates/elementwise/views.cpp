@@ -210,7 +210,11 @@ ViewPlan plan_views(std::span<const View> inputs, const View& output) {
 
 ViewKernel view_kernel(const ViewPlan& plan) noexcept {
   if (plan.shape.size() < 2) return ViewKernel::kGather;
-  if (plan.layout == LayoutClass::kRows || plan.layout == LayoutClass::kBroadcastColumn) return ViewKernel::kRows;
+  // A block per row: worth it for rows of a few hundred elements and more; short rows go to gather.
+  constexpr std::int64_t kMinRow = 128;
+  if ((plan.layout == LayoutClass::kRows || plan.layout == LayoutClass::kBroadcastColumn) &&
+      plan.shape.back() >= kMinRow)
+    return ViewKernel::kRows;
   if (plan.layout == LayoutClass::kInnerTranspose && view_transposed_dim(plan) >= 0) return ViewKernel::kTiled;
   return ViewKernel::kGather;
 }
@@ -237,7 +241,8 @@ std::vector<std::int64_t> view_extents(const ViewPlan& plan) {
 }
 
 bool views_need_index64(const ViewPlan& plan) {
-  constexpr std::int64_t kLimit = (std::int64_t{1} << 31) - (std::int64_t{1} << 20);  // room for a tile past the end
+  // Grid-stride indices pass the end by up to a grid of tiles (2^25 and more on big GPUs): keep them under 2^31.
+  constexpr std::int64_t kLimit = std::int64_t{1} << 30;
   if (plan.elements >= kLimit) return true;
   for (std::int64_t extent : view_extents(plan))
     if (extent >= kLimit) return true;

@@ -70,8 +70,8 @@ std::vector<std::int64_t> broadcast_shape(std::span<const std::vector<std::int64
 /// Row-major strides of a dense tensor of `shape`.
 std::vector<std::int64_t> dense_strides(std::span<const std::int64_t> shape);
 
-/// Which kernel of views.cuh a plan runs: `rows` for the rows and broadcast_column classes, `tiled` for
-/// inner_transpose, `gather` otherwise.
+/// Which kernel of views.cuh a plan runs: `rows` for the rows and broadcast_column classes with rows of 128
+/// elements or more, `tiled` for inner_transpose, `gather` otherwise.
 enum class ViewKernel { kGather, kRows, kTiled };
 ViewKernel view_kernel(const ViewPlan& plan) noexcept;
 

@@ -227,8 +227,9 @@ TEST_CASE("NVRTC compiles the view kernels for every layout class, dtype and sm_
     ViewKernel kernel;
   };
   const std::vector<Case> cases = {
-      {"bias row", {dense({300, 77}), dense({77})}, dense({300, 77}), ViewKernel::kRows},
-      {"column", {dense({300, 77}), dense({300, 1})}, dense({300, 77}), ViewKernel::kRows},
+      {"bias row", {dense({300, 333}), dense({333})}, dense({300, 333}), ViewKernel::kRows},
+      {"column", {dense({300, 333}), dense({300, 1})}, dense({300, 333}), ViewKernel::kRows},
+      {"short rows", {dense({300, 77}), dense({77})}, dense({300, 77}), ViewKernel::kGather},
       {"transposed input", {View{{40, 50, 60}, {3000, 1, 50}}, View{{}, {}}}, dense({40, 50, 60}),
        ViewKernel::kTiled},
       {"scattered input", {View{{40, 50, 60}, {7, 3000, 50}}}, dense({40, 50, 60}), ViewKernel::kGather},
@@ -345,7 +346,7 @@ TEST_CASE("the elementwise_view family: buffers, workload and reference agree; a
 TEST_CASE("the elementwise_view family: NVRTC compiles every legal config of a rows and a gather problem") {
   Compiler compiler;
   const Family& f = family("elementwise_view");
-  for (const char* sig : {"dtype=bfloat16;expr=y = x * s + b;layout=rows;shape=300,77;strides=77,1|77,1|0,0|0,1",
+  for (const char* sig : {"dtype=bfloat16;expr=y = x * s + b;layout=rows;shape=300,333;strides=333,1|333,1|0,0|0,1",
                           "dtype=float16;expr=y = x + b;layout=inner_transpose;shape=6,50,40;strides=2000,40,1|"
                           "2000,1,50|0,0,1"})
     for (int cc : {80, 90}) {
@@ -402,7 +403,8 @@ TEST_CASE("the elementwise_view family: scalar inputs are values of the call, no
   CHECK_THROWS_WITH_AS(f.problem_from_call(args), Contains("passes 0 scalar values"), InvalidArgument);
   // NVRTC builds the three kernels with a scalar input
   Compiler compiler;
-  for (const char* s2 : {"dtype=float16;expr=y = x * s + b;layout=rows;scalars=2;shape=30,7;strides=7,1|7,1|0,0|0,1",
+  for (const char* s2 : {"dtype=float16;expr=y = x * s + b;layout=rows;scalars=2;shape=30,700;"
+                         "strides=700,1|700,1|0,0|0,1",
                          "dtype=float16;expr=y = x * s;layout=inner_transpose;scalars=2;shape=6,50,40;"
                          "strides=2000,40,1|2000,1,50|0,0,0",
                          "dtype=float16;expr=y = x * s;layout=general;scalars=2;shape=50;strides=2|1|0"}) {
