@@ -145,19 +145,80 @@ def _elementwise_problem(metas, out_meta, name_of):
     return tuple(out_meta.shape), out_meta.dtype
 
 
+def _broadcast(shapes):
+    """PyTorch's broadcast of `shapes` (right-aligned, each size equal or 1), or None when they do not broadcast."""
+    dims = max((len(s) for s in shapes), default=0)
+    out = [1] * dims
+    for s in shapes:
+        for k, n in enumerate(s):
+            d = dims - len(s) + k
+            if n == 1:
+                continue
+            if out[d] not in (1, n):
+                return None
+            out[d] = n
+    return tuple(out)
+
+
+def _views_call(ops):
+    """The elementwise_view key values for operands (output first): ndim, sizes, ndim, strides of each."""
+    values = []
+    for op in ops:
+        strides = op.strides if op.strides is not None else _arrays.contiguous_strides(op.shape)
+        values += [len(op.shape), *op.shape, len(strides), *strides]
+    return values
+
+
+def _elementwise_views(expression, ins, out, out_op, framework, device, stream):
+    """Inputs that are not same-shaped and contiguous (broadcast, sliced, permuted, expanded): one elementwise_view
+    kernel over the views as they are."""
+    code = ins[0].dtype
+    for i, op in enumerate(ins):
+        _float_dtype(op.dtype, f"inputs[{i}]")
+        if op.dtype != code:
+            raise InvalidArgumentError(f"inputs[{i}] has dtype {DTYPE_NAMES[op.dtype]} but inputs[0] has "
+                                       f"{DTYPE_NAMES[code]}: elementwise takes one dtype")
+    shape = _broadcast([tuple(op.shape) for op in ins])
+    if shape is None:
+        raise InvalidArgumentError("elementwise: the input shapes " + ", ".join(str(tuple(op.shape)) for op in ins)
+                                   + " do not broadcast (right-aligned, each size equal or 1)")
+    if out_op is not None:  # any non-overlapping view of the broadcast shape (checked by libjitune)
+        if tuple(out_op.shape) != shape or out_op.dtype != code:
+            raise InvalidArgumentError(f"out has shape {tuple(out_op.shape)} and dtype {DTYPE_NAMES[out_op.dtype]} "
+                                       f"but this call writes shape {shape}, dtype {DTYPE_NAMES[code]}")
+        dst, alloc, out_view = out_op.ptr, None, out_op
+    else:
+        alloc = _arrays.allocate(framework, shape, code, device, stream, False)
+        dst = alloc.ptr
+        out_view = Operand(dst, shape, _arrays.contiguous_strides(shape), code, device, framework, None)
+    if math.prod(shape) == 0:
+        return alloc.result() if alloc else out
+    values = [code, len(ins), 0] + _views_call([out_view, *ins])
+    buffers = [op.ptr for op in ins] + [dst]
+    status = lib.jitune_call(runtime_for(device), b"elementwise_view", (c_int64 * len(values))(*values),
+                             len(values), expression.encode(), None, 0, (c_void_p * len(buffers))(*buffers),
+                             len(buffers), stream)
+    return _finish(status, alloc.result() if alloc else out)
+
+
 def elementwise(expression: str, *inputs, out=None, stream=None):
-    """out = expression over same-shaped contiguous arrays of one dtype (float32, float16, bfloat16).
+    """out = expression over arrays of one dtype (float32, float16, bfloat16).
 
     expression: one C assignment with float math, e.g. "z = x * y + 1", "y = x > 0 ? x : 0.1f * x"; the inputs
     are the names read on the right-hand side, in order of first appearance (at most 8), given here in that order.
-    Returns out (a new array of the inputs' shape and dtype when out=None).
+    Same-shaped contiguous arrays take the elementwise kernel. Others (shapes that broadcast by PyTorch's and
+    NumPy's rule, sliced, permuted or expanded views, no negative strides) take one elementwise_view kernel over
+    the views as they are; out= may then be any non-overlapping view of the broadcast shape.
+    Returns out (a new contiguous array of the broadcast shape and the inputs' dtype when out=None).
     """
     named = [(f"inputs[{i}]", x, False) for i, x in enumerate(inputs)]
     named.append(("out", out, True))
     ops, device, stream, framework = convert(named, stream)
     ins, out_op = ops[:-1], ops[-1]
-    for i, op in enumerate(ins):
-        _contiguous(op, f"inputs[{i}]")
+    regular = ins and all(tuple(op.shape) == tuple(ins[0].shape) and _arrays.is_contiguous(op.shape, op.strides)
+                          for op in ins) and (out_op is None or _arrays.is_contiguous(out_op.shape, out_op.strides))
+    if ins and not regular:
+        return _elementwise_views(expression, ins, out, out_op, framework, device, stream)
     shape, code = _elementwise_problem(ins, out_op, lambda i: f"inputs[{i}]")
     dst, alloc = _output(out_op, framework, shape, code, device, stream)
     k = len(ins)

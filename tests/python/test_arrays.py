@@ -243,8 +243,12 @@ def test_non_contiguous_inputs_are_refused_with_what_to_do():
 
 def test_shape_and_dtype_mismatches():
     a, b = FakeCai((4, 6)), FakeCai((4, 7))
-    with pytest.raises(jitune.InvalidArgumentError, match=r"inputs\[1\] has shape \(4, 7\)"):
+    with pytest.raises(jitune.InvalidArgumentError, match=r"input shapes \(4, 6\), \(4, 7\) do not broadcast"):
         jitune.elementwise("z = x * y", a, b)
+    with pytest.raises(jitune.InvalidArgumentError, match=r"out has shape \(4, 7\).*writes shape \(4, 6\)"):
+        jitune.elementwise("z = x * y", a, FakeCai((6,)), out=b)
+    with pytest.raises(jitune.InvalidArgumentError, match=r"inputs\[1\] has dtype float16"):
+        jitune.elementwise("z = x * y", a, FakeCai((6,), "<f2"))
     with pytest.raises(jitune.InvalidArgumentError, match=r"inputs\[1\] has dtype float16"):
         jitune.elementwise("z = x * y", a, FakeCai((4, 6), "<f2"))
     with pytest.raises(jitune.InvalidArgumentError, match=r"out has shape \(4, 6\) but this op writes shape \(6, 4\)"):
@@ -268,6 +272,8 @@ def test_an_op_without_a_device_says_why():
         jitune.sum_rows(FakeCai((4, 6)), out=FakeCai((4,)))
     with pytest.raises(jitune.NoDeviceError):
         jitune.elementwise("z = x * y", FakeCai((8,)), FakeCai((8,)), out=FakeCai((8,)))
+    with pytest.raises(jitune.NoDeviceError):  # broadcast and strided: the elementwise_view path
+        jitune.elementwise("z = x * y", FakeCai((4, 8), strides=(4, 32)), FakeCai((8,)), out=FakeCai((4, 8)))
 
 
 # --- Streams

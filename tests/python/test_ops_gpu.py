@@ -286,6 +286,21 @@ def test_producer_streams_are_waited_for(torch):
         assert bool((out == 4).all())
 
 
+def test_elementwise_over_views_and_broadcasts(torch):
+    """Through DLPack: transposed, sliced and broadcast inputs and a strided out=, one elementwise_view kernel."""
+    x, y = rand(torch, (300, 200)), rand(torch, (200, 300))
+    got = jitune.elementwise("z = a * b", x.t(), y)
+    torch.testing.assert_close(got, x.t() * y)
+    assert got.is_contiguous()
+    bias = rand(torch, (300,))
+    torch.testing.assert_close(jitune.elementwise("z = a + b", y, bias), y + bias)
+    wide = rand(torch, (200, 600))
+    out = torch.full_like(wide, float("nan"))
+    jitune.elementwise("z = a - b", y, bias, out=out[:, ::2])  # every other column of out
+    torch.testing.assert_close(out[:, ::2], y - bias)
+    assert bool(out[:, 1::2].isnan().all())  # the other columns untouched
+
+
 # --- Errors
 
 
