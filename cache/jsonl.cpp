@@ -254,7 +254,7 @@ void write_jsonl(const std::filesystem::path& out, const std::vector<Record>& re
   guard.release();
 }
 
-JsonlContents read_jsonl(const std::filesystem::path& in) {
+JsonlContents read_jsonl(const std::filesystem::path& in, std::size_t max_records) {
   struct stat info{};
   if (::stat(in.c_str(), &info) == 0) {  // a missing file falls through to the open error below
     if (S_ISDIR(info.st_mode))
@@ -283,11 +283,21 @@ JsonlContents read_jsonl(const std::filesystem::path& in) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     try {
-      contents.records.push_back({number, from_json_line(line)});
+      Record record = from_json_line(line);
+      if (contents.records.size() == max_records)
+        throw StoreError("jitune import of " + in.string() + ": it holds more than " + std::to_string(max_records) +
+                         " records (line " + std::to_string(number) + "); the limit keeps an import's memory "
+                         "bounded: split the file; nothing was imported");
+      contents.records.push_back({number, std::move(record)});
     } catch (const InvalidArgument& bad) {
-      contents.rejected.push_back({number, "line " + std::to_string(number) + ": rejected: " + bad.what()});
+      if (++contents.rejected_count <= kMaxReportedIssues)
+        contents.rejected.push_back({number, "line " + std::to_string(number) + ": rejected: " + bad.what()});
     }
   }
+  if (contents.rejected_count > kMaxReportedIssues)
+    contents.rejected.push_back({0, std::to_string(contents.rejected_count - kMaxReportedIssues) +
+                                        " more lines were rejected (the first " +
+                                        std::to_string(kMaxReportedIssues) + " are listed)"});
   if (file.bad()) {
     const int code = errno;
     throw StoreError("jitune import of " + in.string() + ": reading failed after line " +

@@ -19,6 +19,8 @@ inline constexpr std::size_t kMaxLineBytes = 64 << 10;           ///< One line: 
 inline constexpr std::size_t kMaxJsonDepth = 8;                  ///< Nesting of arrays / objects (a record: 2).
 inline constexpr std::size_t kMaxFieldBytes = 16 << 10;          ///< One text field: 16 KiB.
 inline constexpr std::size_t kMaxFeatures = 64;                  ///< Entries of "features".
+inline constexpr std::size_t kMaxImportRecords = 200000;          ///< Records in one file (about 200 MB in memory).
+inline constexpr std::size_t kMaxReportedIssues = 1000;          ///< Rejected lines reported one by one.
 
 /// Serializes one record as a single-line JSON object with sorted keys (the export format).
 std::string to_json_line(const Record& record);
@@ -41,10 +43,14 @@ struct JsonlContents {
     Record record;
   };
   std::vector<Line> records;
-  std::vector<ImportIssue> rejected;  ///< "line N: rejected: <why>", one per line that did not parse.
+  /// "line N: rejected: <why>" for the first kMaxReportedIssues lines that did not parse, then one line saying how
+  /// many more were rejected.
+  std::vector<ImportIssue> rejected;
+  std::size_t rejected_count = 0;  ///< Every line that did not parse.
 };
 /// Reads `in` (blank lines skipped, CRLF accepted). Throws StoreError, with nothing read, when it is not a regular
-/// file (a folder, FIFO, device), is larger than kMaxImportBytes, or cannot be read.
-JsonlContents read_jsonl(const std::filesystem::path& in);
+/// file (a folder, FIFO, device), is larger than kMaxImportBytes, holds more than `max_records` records, or cannot
+/// be read.
+JsonlContents read_jsonl(const std::filesystem::path& in, std::size_t max_records = kMaxImportRecords);
 
 }  // namespace jitune::cache

@@ -358,8 +358,10 @@ struct Store::Impl {
       }
       return attempt;
     });
-    std::stable_sort(result.issues.begin(), result.issues.end(),
-                     [](const ImportIssue& a, const ImportIssue& b) { return a.line < b.line; });
+    // By line; issues of no line (a merge's, the summary of rejected lines past the listed ones) after them.
+    std::stable_sort(result.issues.begin(), result.issues.end(), [](const ImportIssue& a, const ImportIssue& b) {
+      return a.line != 0 && (b.line == 0 || a.line < b.line);
+    });
     return result;
   }
 };
@@ -505,7 +507,7 @@ ImportReport Store::import_jsonl(const std::filesystem::path& in, const RecordVa
   std::vector<Impl::Incoming> incoming;
   for (auto& [line, record] : contents.records) incoming.push_back({line, std::move(record)});
   ImportReport report;
-  report.rejected = contents.rejected.size();
+  report.rejected = contents.rejected_count;
   report.issues = std::move(contents.rejected);
   return impl_->import_records(std::move(incoming), std::move(report), validate, "import " + in.string(), trust);
 }

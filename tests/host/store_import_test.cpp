@@ -378,3 +378,27 @@ TEST_CASE("import reads only regular files within the size limit; export replace
   store.export_jsonl(link);
   CHECK(read_lines(link).size() == 2);
 }
+
+TEST_CASE("an import's memory is bounded: records per file and rejected lines reported one by one") {
+  TempDir dir;
+  // 1500 bad lines around two good ones: every bad line counts, the first 1000 are listed, then a summary.
+  std::string text = to_json_line(make_record("good1")) + "\n";
+  for (int i = 0; i < 1500; ++i) text += "not json " + std::to_string(i) + "\n";
+  text += to_json_line(make_record("good2")) + "\n";
+  const auto in = dir / "many_bad.jsonl";
+  write_text(in, text);
+  Store store(dir / "s.db", OpenMode::kReadWrite);
+  const ImportReport report = store.import_jsonl(in, [](const Record&) { return std::string(); });
+  CHECK(report.added == 2);
+  CHECK(report.rejected == 1500);
+  REQUIRE(report.issues.size() == kMaxReportedIssues + 1);
+  CHECK(report.issues[0].message.rfind("line 2: rejected: ", 0) == 0);
+  CHECK(report.issues.back().message == "500 more lines were rejected (the first 1000 are listed)");
+  // More records than the limit: nothing is read, the message says to split the file.
+  std::string four;
+  for (int i = 0; i < 4; ++i) four += to_json_line(make_record("r" + std::to_string(i))) + "\n";
+  const auto big = dir / "four.jsonl";
+  write_text(big, four);
+  CHECK(read_jsonl(big, 4).records.size() == 4);
+  CHECK_THROWS_WITH_AS(read_jsonl(big, 3), doctest::Contains("more than 3 records (line 4)"), StoreError);
+}
