@@ -25,12 +25,13 @@ class Runtime;
 /// no allocation, no parsing.
 class CallArgs {
  public:
-  static constexpr std::size_t kMaxValues = 160;  ///< elementwise_view: 2 + 9 operands x (2 + 2 x 8 dims)
+  /// elementwise_view at its largest: dtype, input count, scalar mask, then 9 operands x (2 + 2 x 8 dims) = 165.
+  static constexpr std::size_t kMaxValues = 168;
   static constexpr std::size_t kMaxScalars = 4;
 
   /// Appends one key value (a size, a dtype code, a flag).
   CallArgs& add(std::int64_t value) {
-    if (count_ == kMaxValues) throw Error("jitune internal error: a call has more than 160 key values");
+    if (count_ == kMaxValues) throw Error("jitune internal error: a call has more than 168 key values");
     values_[count_++] = value;
     return *this;
   }

@@ -298,7 +298,7 @@ JITUNE_API jitune_status jitune_reduce_rows_signature(int64_t rows, int64_t cols
 /* The generic call (jitune::call): any registered family by name
  *
  * `values` are the family's key values in the order its C++ op packs them (docs/c-abi.md lists them; at most
- * 160), `text` its text argument (elementwise's expression; NULL: none), `scalars` the values only the kernel
+ * 168), `text` its text argument (elementwise's expression; NULL: none), `scalars` the values only the kernel
  * sees (index_add's alpha; at most 4), `buffers` the device pointers in the family's buffer order. */
 JITUNE_API jitune_status jitune_call(jitune_runtime* runtime, const char* family, const int64_t* values,
                                      size_t n_values, const char* text, const double* scalars,

@@ -305,6 +305,12 @@ TEST_CASE("the elementwise_view family: signatures from calls and options agree,
                        Contains("reads 2 inputs but 1 were given"), InvalidArgument);
   CHECK_THROWS_WITH_AS(f.make_problem({{"expr", "y = x"}, {"dtype", "int32"}, {"shape", "4"}, {"strides", "1|1"}}),
                        Contains("not supported"), InvalidArgument);
+  // The largest call: 8 inputs and the output, 8 dims each, fits the call's key values.
+  const std::int64_t eight[] = {2, 1, 3, 1, 2, 1, 3, 5}, eight_strides[] = {90, 90, 30, 30, 15, 15, 5, 1};
+  const ViewOperand wide{nullptr, eight, eight_strides};
+  const std::vector<ViewOperand> eight_inputs(8, wide);
+  CHECK(f.parse_problem(elementwise_view_signature("y = a + b + c + d + e + g + h + k", eight_inputs, wide,
+                                                   DType::kFloat32))->group() == "float32|arity=8|layout=contiguous|dims=1");
   const std::int64_t nine[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   const ViewOperand deep{nullptr, nine, nine};
   CHECK_THROWS_WITH_AS(elementwise_view_signature("y = x", std::vector<ViewOperand>{deep}, deep, DType::kFloat32),
