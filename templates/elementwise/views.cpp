@@ -230,6 +230,16 @@ int view_transposed_dim(const ViewPlan& plan) noexcept {
   return -1;
 }
 
+unsigned view_transposed_inputs(const ViewPlan& plan) noexcept {
+  const int t = view_transposed_dim(plan);
+  if (t < 0) return 0;
+  const std::size_t inner = plan.shape.size() - 1;
+  unsigned mask = 0;
+  for (std::size_t i = 1; i < plan.strides.size(); ++i)
+    if (plan.strides[i][static_cast<std::size_t>(t)] == 1 && plan.strides[i][inner] > 1) mask |= 1u << (i - 1);
+  return mask;
+}
+
 std::vector<std::int64_t> view_extents(const ViewPlan& plan) {
   std::vector<std::int64_t> out;
   for (const auto& st : plan.strides) {
@@ -264,8 +274,10 @@ KernelSource view_source(const Expression& expression, DType dtype, const ViewPl
   std::string name;
   if (view_kernel(plan) == ViewKernel::kTiled)
     name = "jitune::ewv::tiled<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
-           std::to_string(view_transposed_dim(plan)) + ", " + std::to_string(config.at("block") / 32) + ", " + index +
-           ">";
+           std::to_string(view_transposed_dim(plan)) + ", " + std::to_string(config.at("tile")) + ", " +
+           std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +
+           std::to_string(config.at("group")) + ", " + index + ", " +
+           std::to_string(view_transposed_inputs(plan)) + "u>";
   else if (view_kernel(plan) == ViewKernel::kRows)
     name = "jitune::ewv::rows<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
            std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +

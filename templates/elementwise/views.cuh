@@ -2,11 +2,13 @@
 // strides over the merged shape (0 where it is broadcast). Three kernels:
 //   gather: any layout; each element's index is split over the dims and every operand's offset summed.
 //   rows:   the "rows" and "broadcast_column" classes: the inner dim is dense (stride 1) or constant (stride 0) for
-//           every operand; threads walk each row with kPack-element vector accesses where every dense operand's row
-//           start is aligned to the pack (checked per row: a sliced view's rows may not be), scalar otherwise.
-//   tiled:  the "inner_transpose" class: 32 x 32 tiles over dim kT (where the transposed inputs are dense) and the
-//           inner dim (where the output is dense); transposed inputs are read along kT into shared memory and used
-//           along the inner dim, the others read directly, so every global access is coalesced.
+//           every operand; threads walk each row in kPack-element packs where the output's row start is aligned
+//           to the pack, each input dense along the row reading its pack as one vector where its own row start is
+//           aligned (checked per row: a sliced view's rows may not be) and element by element otherwise.
+//   tiled:  the "inner_transpose" class: square tiles over dim kT (where the transposed inputs are dense) and the
+//           inner dim (where the output is dense); transposed inputs are read along kT in vectors into shared
+//           memory and used along the inner dim, the others read in place, the output written in vectors, so every
+//           global access is coalesced.
 #pragma once
 
 #include "common/types.cuh"
@@ -82,6 +84,48 @@ __global__ void __launch_bounds__(kBlock) gather(ViewParams<T, kArity, kDims> p)
   }
 }
 
+/// The rows kernel's sweep of one row in packs (the output row aligned to the pack). kMixed: some dense input is
+/// misaligned in this row and reads its packs element by element (vector[a] false); otherwise every dense input
+/// reads vectors.
+template <bool kMixed, int kPack, int kBlock, int kUnroll, class Op, class T, int kArity, class Index>
+__device__ __forceinline__ void row_packs(const Op& op, const T* const (&in)[kArity], T* out, const bool (&dense)[kArity],
+                                          const bool (&vector)[kArity], const float (&fixed)[kArity], Index packs) {
+  for (Index c = threadIdx.x; c < packs; c += static_cast<Index>(kBlock) * kUnroll) {
+    Pack<T, kPack> x[kUnroll][kArity];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const Index i = c + static_cast<Index>(u) * kBlock;
+      if (i < packs) {
+#pragma unroll
+        for (int a = 0; a < kArity; ++a) {
+          if (!dense[a]) continue;
+          if (!kMixed || vector[a]) {
+            x[u][a] = reinterpret_cast<const Pack<T, kPack>*>(in[a])[i];
+          } else {
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) x[u][a].v[k] = in[a][i * kPack + k];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const Index i = c + static_cast<Index>(u) * kBlock;
+      if (i < packs) {
+        Pack<T, kPack> y;
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+          float v[kArity];
+#pragma unroll
+          for (int a = 0; a < kArity; ++a) v[a] = dense[a] ? to_float(x[u][a].v[k]) : fixed[a];
+          y.v[k] = from_float<T>(op(v));
+        }
+        reinterpret_cast<Pack<T, kPack>*>(out)[i] = y;
+      }
+    }
+  }
+}
+
 template <class Op, class T, int kArity, int kDims, int kPack, int kBlock, int kUnroll, class Index,
           unsigned kScalars>
 __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
@@ -97,45 +141,27 @@ __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
     T* out = p.out + at[0];
     const T* in[kArity];
     bool dense[kArity];
+    bool vector[kArity];  // dense and aligned to the pack in this row: vector loads (a sliced row may not be)
     float fixed[kArity];  // inputs constant along the row: one value
-    bool aligned = cols % kPack == 0 && reinterpret_cast<unsigned long long>(out) % (sizeof(T) * kPack) == 0;
+    const bool aligned = cols % kPack == 0 && reinterpret_cast<unsigned long long>(out) % (sizeof(T) * kPack) == 0;
 #pragma unroll
     for (int a = 0; a < kArity; ++a) {
       const bool scalar = (kScalars >> a) & 1u;
       in[a] = scalar ? nullptr : p.in[a] + at[a + 1];
       dense[a] = !scalar && p.stride[a + 1][kDims - 1] != 0;
       fixed[a] = dense[a] ? 0.0f : load_input<kScalars>(p, a, at[a + 1]);
-      if (dense[a]) aligned = aligned && reinterpret_cast<unsigned long long>(in[a]) % (sizeof(T) * kPack) == 0;
+      vector[a] = dense[a] && reinterpret_cast<unsigned long long>(in[a]) % (sizeof(T) * kPack) == 0;
     }
+    // Packs where the output row is aligned: every dense input as one vector per pack where all are aligned in this
+    // row (the common case, kept free of per-input branches), else each misaligned input element by element.
     if (kPack > 1 && aligned) {
-      const Index packs = cols / kPack;
-      for (Index c = threadIdx.x; c < packs; c += static_cast<Index>(kBlock) * kUnroll) {
-        Pack<T, kPack> x[kUnroll][kArity];
+      bool all_vector = true;
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const Index i = c + static_cast<Index>(u) * kBlock;
-          if (i < packs) {
-#pragma unroll
-            for (int a = 0; a < kArity; ++a)
-              if (dense[a]) x[u][a] = reinterpret_cast<const Pack<T, kPack>*>(in[a])[i];
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const Index i = c + static_cast<Index>(u) * kBlock;
-          if (i < packs) {
-            Pack<T, kPack> y;
-#pragma unroll
-            for (int k = 0; k < kPack; ++k) {
-              float v[kArity];
-#pragma unroll
-              for (int a = 0; a < kArity; ++a) v[a] = dense[a] ? to_float(x[u][a].v[k]) : fixed[a];
-              y.v[k] = from_float<T>(op(v));
-            }
-            reinterpret_cast<Pack<T, kPack>*>(out)[i] = y;
-          }
-        }
-      }
+      for (int a = 0; a < kArity; ++a) all_vector = all_vector && (vector[a] || !dense[a]);
+      if (all_vector)
+        row_packs<false, kPack, kBlock, kUnroll>(op, in, out, dense, vector, fixed, cols / kPack);
+      else
+        row_packs<true, kPack, kBlock, kUnroll>(op, in, out, dense, vector, fixed, cols / kPack);
     } else {
       for (Index c = threadIdx.x; c < cols; c += kBlock) {
         float v[kArity];
@@ -147,77 +173,169 @@ __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
   }
 }
 
-/// The tiled kernel's tile edge (elements).
-constexpr int kViewTile = 32;
+constexpr int popcount_bits(unsigned m) { return m == 0 ? 0 : static_cast<int>(m & 1u) + popcount_bits(m >> 1); }
 
-// kT: the dim along which the transposed inputs are dense (kT < kDims - 1). kRows: tile rows per pass of the
-// block (block = 32 * kRows threads; each thread covers 32 / kRows rows of the tile).
-template <class Op, class T, int kArity, int kDims, int kT, int kRows, class Index, unsigned kScalars>
-__global__ void __launch_bounds__(kViewTile * kRows) tiled(ViewParams<T, kArity, kDims> p) {
-  static_assert(kT >= 0 && kT < kDims - 1, "kT is an outer dim");
+/// Where one tile of the tiled kernel lies: each operand's offset of the tile's batch, and the tile's first row
+/// (along kT) and column (along the inner dim).
+template <int kArity, class Index>
+struct ViewTileSpot {
+  Index base[kArity + 1];
+  Index r0, c0;
+};
+
+/// Tile t of the order: batch by batch; within a batch's plane, bands of kGroup tile rows, each band column by
+/// column (kGroup = 1: row by row along the columns, where consecutive tiles write neighbouring output segments;
+/// larger bands also read neighbouring segments of the transposed inputs).
+template <int kArity, int kDims, int kT, int kTile, int kGroup, class Index, class P>
+__device__ __forceinline__ ViewTileSpot<kArity, Index> locate_view_tile(const P& p, Index t, Index tiles_r,
+                                                                         Index tiles_c) {
   constexpr int kInner = kDims - 1;
-  __shared__ float tile[kArity][kViewTile][kViewTile + 1];  // [input][inner][kT], padded against bank conflicts
+  ViewTileSpot<kArity, Index> s;
+  const Index plane = tiles_r * tiles_c, i = t % plane;
+  Index b = t / plane;
+  if (kGroup == 1) {
+    s.c0 = (i % tiles_c) * kTile;
+    s.r0 = (i / tiles_c) * kTile;
+  } else {
+    const Index first = i / (kGroup * tiles_c) * kGroup;  // the band's first tile row
+    const Index height = tiles_r - first < kGroup ? tiles_r - first : static_cast<Index>(kGroup);
+    const Index j = i - first * tiles_c;
+    s.r0 = (first + j % height) * kTile;
+    s.c0 = (j / height) * kTile;
+  }
+#pragma unroll
+  for (int a = 0; a <= kArity; ++a) s.base[a] = 0;
+#pragma unroll
+  for (int d = kDims - 1; d >= 0; --d) {  // the batch index over every dim but kT and the inner one
+    if (d == kT || d == kInner) continue;
+    const Index size = static_cast<Index>(p.shape[d]);
+    const Index i = b % size;
+    b /= size;
+#pragma unroll
+    for (int a = 0; a <= kArity; ++a) s.base[a] += i * static_cast<Index>(p.stride[a][d]);
+  }
+  return s;
+}
+
+// The tiled kernel (inner_transpose). Rows r run along kT, where the transposed inputs (bit a of kTransposed) are
+// dense; columns c along the inner dim, where the output is dense. Tunables (host names in brackets):
+//   kTile  [tile]:  tile edge in elements, 32, 64, 128; shared memory popcount(kTransposed) * kTile * kTile
+//                   elements of T. A tile column (kTile rows along kT) is stored in kVec-element chunks whose
+//                   order is XORed with the column's chunk index: a load writes whole chunks (one vector store per
+//                   thread, a quarter-warp on distinct banks) and the compute pass, which reads one row across
+//                   kVec-spaced columns, meets distinct banks too; no padding, any element size.
+//   kVec   [pack]:  elements per vector access: transposed inputs read kVec rows at a time, the output and every
+//                   input dense along the inner dim move kVec columns at a time. Legal where the rows and columns
+//                   are multiples of kVec (by rule) and every such operand's pointer and pitches are aligned to
+//                   kVec elements (the runtime narrows kVec per call, Family::variant).
+//   kBlock [block]: threads; kTile / kVec lanes along a tile row, kBlock / lanes rows per pass, kRows = tile rows
+//                   each thread covers (at most 16).
+//   kGroup [group]: tile rows per band of the tile order (locate_view_tile).
+// Blocks loop over tiles; a block that moves several loads its next tile's transposed inputs into registers
+// before it computes and writes the current one, so reads and writes overlap (permute_tiled's scheme).
+template <class Op, class T, int kArity, int kDims, int kT, int kTile, int kVec, int kBlock, int kGroup, class Index,
+          unsigned kScalars, unsigned kTransposed>
+__global__ void __launch_bounds__(kBlock, 1) tiled(ViewParams<T, kArity, kDims> p) {
+  constexpr int kInner = kDims - 1;
+  constexpr int kLanes = kTile / kVec;   // threads along a tile row, one vector each
+  constexpr int kStep = kBlock / kLanes;  // tile rows one pass of the block covers
+  constexpr int kRows = kTile / kStep;    // passes per tile
+  constexpr int kNumT = popcount_bits(kTransposed);
+  static_assert(kT >= 0 && kT < kInner, "kT is an outer dim");
+  static_assert(kNumT >= 1 && (kTransposed & kScalars) == 0, "at least one transposed input, none a scalar");
+  static_assert(kBlock % kLanes == 0 && kStep <= kTile && kTile % kStep == 0, "the block covers whole tile rows");
+  typedef Pack<T, kVec> Vec;
+  constexpr int kChunks = kTile / kVec;  // chunks per tile column
+  __shared__ __align__(16) unsigned char raw[kNumT * kTile * kTile * sizeof(T)];
+  T(*tile)[kTile * kTile] = reinterpret_cast<T(*)[kTile * kTile]>(raw);  // [input][column * kTile + swizzled row]
   const Op op;
-  const int tx = static_cast<int>(threadIdx.x) % kViewTile, ty = static_cast<int>(threadIdx.x) / kViewTile;
+  const int tx = static_cast<int>(threadIdx.x) % kLanes, ty = static_cast<int>(threadIdx.x) / kLanes;
   const Index rows = static_cast<Index>(p.shape[kT]), cols = static_cast<Index>(p.shape[kInner]);
-  const Index tiles_r = (rows + kViewTile - 1) / kViewTile, tiles_c = (cols + kViewTile - 1) / kViewTile;
-  Index batches = 1;
+  const Index tiles_r = (rows + kTile - 1) / kTile, tiles_c = (cols + kTile - 1) / kTile;
+  Index tiles = tiles_r * tiles_c;
 #pragma unroll
-  for (int d = 0; d < kDims; ++d)
-    if (d != kT && d != kInner) batches *= static_cast<Index>(p.shape[d]);
-  bool transposed[kArity];
+  for (int d = 0; d < kInner; ++d)
+    if (d != kT) tiles *= static_cast<Index>(p.shape[d]);
+
+  Vec held[kNumT][kRows];  // the transposed inputs of one tile, kVec rows of one column per vector
+  auto load = [&](const ViewTileSpot<kArity, Index>& s) {
+    const Index r = s.r0 + static_cast<Index>(tx * kVec);
 #pragma unroll
-  for (int a = 0; a < kArity; ++a)
-    transposed[a] = !((kScalars >> a) & 1u) && p.stride[a + 1][kT] == 1 && p.stride[a + 1][kInner] != 1 &&
-                    p.stride[a + 1][kInner] != 0;
-  for (Index t = blockIdx.x; t < batches * tiles_r * tiles_c; t += gridDim.x) {  // uniform per block: barriers ok
-    const Index tc = t % tiles_c, tr = (t / tiles_c) % tiles_r;
-    Index b = t / tiles_c / tiles_r;
-    Index base[kArity + 1];
+    for (int a = 0, slot = 0; a < kArity; ++a) {
+      if (!((kTransposed >> a) & 1u)) continue;
+      const Index pitch = static_cast<Index>(p.stride[a + 1][kInner]);
 #pragma unroll
-    for (int a = 0; a <= kArity; ++a) base[a] = 0;
-#pragma unroll
-    for (int d = kDims - 1; d >= 0; --d) {  // the batch index over every dim but kT and the inner one
-      if (d == kT || d == kInner) continue;
-      const Index size = static_cast<Index>(p.shape[d]);
-      const Index i = b % size;
-      b /= size;
-#pragma unroll
-      for (int a = 0; a <= kArity; ++a) base[a] += i * static_cast<Index>(p.stride[a][d]);
-    }
-    const Index r0 = tr * kViewTile, c0 = tc * kViewTile;
-    // Transposed inputs: lanes along kT (their dense dim), into the tile.
-#pragma unroll
-    for (int a = 0; a < kArity; ++a) {
-      if (!transposed[a]) continue;
-      const Index r = r0 + tx;
-#pragma unroll
-      for (int k = 0; k < kViewTile / kRows; ++k) {
-        const Index c = c0 + ty + k * kRows;
-        if (r < rows && c < cols)
-          tile[a][ty + k * kRows][tx] =
-              to_float(p.in[a][base[a + 1] + r + c * static_cast<Index>(p.stride[a + 1][kInner])]);
+      for (int k = 0; k < kRows; ++k) {
+        const Index c = s.c0 + static_cast<Index>(ty + k * kStep);
+        if (r < rows && c < cols) held[slot][k] = *reinterpret_cast<const Vec*>(p.in[a] + (s.base[a + 1] + r + c * pitch));
       }
+      ++slot;
     }
+  };
+
+  Index t = blockIdx.x;
+  if (t >= tiles) return;  // the whole block: no barrier is skipped by part of it
+  ViewTileSpot<kArity, Index> spot = locate_view_tile<kArity, kDims, kT, kTile, kGroup>(p, t, tiles_r, tiles_c);
+  load(spot);
+  while (true) {
+#pragma unroll
+    for (int slot = 0; slot < kNumT; ++slot)
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        const int cl = ty + k * kStep;  // this thread's tile column; its chunk tx lands at tx ^ (cl / kVec)
+        *reinterpret_cast<Vec*>(&tile[slot][cl * kTile + (tx ^ ((cl / kVec) % kChunks)) * kVec]) = held[slot][k];
+      }
     __syncthreads();
-    // Every output element: lanes along the inner dim.
-    const Index c = c0 + tx;
+    const Index next = t + gridDim.x;
+    const bool more = next < tiles;  // the same for the whole block
+    ViewTileSpot<kArity, Index> next_spot = spot;
+    if (more) {
+      next_spot = locate_view_tile<kArity, kDims, kT, kTile, kGroup>(p, next, tiles_r, tiles_c);
+      load(next_spot);
+    }
+    // Every output element of the tile: kVec columns per thread, the other inputs read in place.
+    const Index c = spot.c0 + static_cast<Index>(tx * kVec);
 #pragma unroll
-    for (int k = 0; k < kViewTile / kRows; ++k) {
-      const int rl = ty + k * kRows;
-      const Index r = r0 + rl;
-      if (r < rows && c < cols) {
-        float v[kArity];
+    for (int k = 0; k < kRows; ++k) {
+      const int rl = ty + k * kStep;
+      const Index r = spot.r0 + static_cast<Index>(rl);
+      if (r < rows && c < cols) {  // kVec > 1 only where the columns are a multiple of kVec
+        float v[kVec][kArity];
 #pragma unroll
-        for (int a = 0; a < kArity; ++a)
-          v[a] = transposed[a] ? tile[a][tx][rl]
-                               : load_input<kScalars>(p, a, base[a + 1] + r * static_cast<Index>(p.stride[a + 1][kT]) +
-                                                                c * static_cast<Index>(p.stride[a + 1][kInner]));
-        p.out[base[0] + r * static_cast<Index>(p.stride[0][kT]) + c * static_cast<Index>(p.stride[0][kInner])] =
-            from_float<T>(op(v));
+        for (int a = 0, slot = 0; a < kArity; ++a) {
+          if ((kTransposed >> a) & 1u) {
+#pragma unroll
+            for (int j = 0; j < kVec; ++j)  // column tx * kVec + j, whose chunk index is tx
+              v[j][a] = to_float(tile[slot][(tx * kVec + j) * kTile + ((rl / kVec) ^ (tx % kChunks)) * kVec + rl % kVec]);
+            ++slot;
+            continue;
+          }
+          if ((kScalars >> a) & 1u) {
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) v[j][a] = p.scalar[a];
+            continue;
+          }
+          const Index pitch = static_cast<Index>(p.stride[a + 1][kInner]);
+          const T* at = p.in[a] + (spot.base[a + 1] + r * static_cast<Index>(p.stride[a + 1][kT]) + c * pitch);
+          if (kVec > 1 && pitch == 1) {  // dense along the columns: one vector
+            const Vec x = *reinterpret_cast<const Vec*>(at);
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) v[j][a] = to_float(x.v[j]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) v[j][a] = to_float(at[j * pitch]);
+          }
+        }
+        Vec y;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) y.v[j] = from_float<T>(op(v[j]));
+        *reinterpret_cast<Vec*>(p.out + (spot.base[0] + r * static_cast<Index>(p.stride[0][kT]) + c)) = y;
       }
     }
-    __syncthreads();  // the tile is reused by the block's next tile
+    if (!more) break;
+    __syncthreads();  // the tile is refilled with the next one
+    t = next;
+    spot = next_spot;
   }
 }
 

@@ -2,9 +2,9 @@
 // to the problem a kernel runs. PyTorch's broadcasting rules give the output shape; size-1 dims are dropped; dims
 // are put in the output's memory order and merged wherever every operand allows; what is left is classified into
 // the layout class the tuner keys on. views.cuh holds the kernels (gather for any layout, rows for dense or
-// constant inner dims) and view_source instantiates them; view_reference is the CPU reference; views_family.cpp is
-// the elementwise_view family (jitune::elementwise_view). Still to come: the transpose-in-load kernel for the
-// inner_transpose class, the C ABI / Python entry points, and the GPU runs (tests/gpu/elementwise_view_test.cpp).
+// constant inner dims, tiled transpose-in-load for inner_transpose) and view_source instantiates them;
+// view_reference is the CPU reference; views_family.cpp is the elementwise_view family (jitune::elementwise_view,
+// also reached through jitune_call, jitune.elementwise and jitune.torch.elementwise).
 #pragma once
 
 #include <cstddef>
@@ -79,6 +79,10 @@ ViewKernel view_kernel(const ViewPlan& plan) noexcept;
 /// dense; -1 when no input is.
 int view_transposed_dim(const ViewPlan& plan) noexcept;
 
+/// For the tiled kernel: bit a set when input a is read through the tile (dense along view_transposed_dim,
+/// strided along the inner dim); 0 when no input is.
+unsigned view_transposed_inputs(const ViewPlan& plan) noexcept;
+
 /// Per operand (output first), the largest element offset the plan reaches + 1: the least elements its buffer
 /// must hold (0 for an empty plan).
 std::vector<std::int64_t> view_extents(const ViewPlan& plan);
@@ -87,7 +91,7 @@ std::vector<std::int64_t> view_extents(const ViewPlan& plan);
 bool views_need_index64(const ViewPlan& plan);
 
 /// The program and kernel name for `plan` (at most 8 merged dims): config keys block and unroll, pack for the
-/// rows kernel (the tiled kernel takes block / 32 tile rows a pass). Bit a of `scalars` makes input a a scalar the
+/// rows and tiled kernels, tile for the tiled kernel (its edge; it takes unroll 1). Bit a of `scalars` makes input a a scalar the
 /// call passes by value (planned as a 0-d view). Throws InvalidArgument for more than 8 dims or inputs.
 KernelSource view_source(const Expression& expression, DType dtype, const ViewPlan& plan, const Config& config,
                          unsigned scalars = 0);

@@ -106,13 +106,62 @@ class ViewProblem final : public Problem {
   unsigned scalars_;
 };
 
+// Static shared memory a kernel may declare.
+constexpr std::int64_t kStaticShared = 48 * 1024;
+
+// The tiled kernel's shared memory for tile edge `tile`: one tile per transposed input.
+std::int64_t tile_bytes(const ViewProblem& p, std::int64_t tile) {
+  return std::popcount(view_transposed_inputs(p.plan())) * tile * tile *
+         static_cast<std::int64_t>(dtype_size(p.dtype()));
+}
+
+// Why the tiled kernel cannot take `config` (pack, tile and block together), empty if it can.
+std::string check_tiled(const ViewProblem& p, const Config& config) {
+  const std::int64_t pack = config.at("pack"), tile = config.at("tile"), block = config.at("block");
+  if (config.at("unroll") != 1) return "unroll is not used by the tiled kernel (inner_transpose): it takes unroll 1";
+  const auto& shape = p.plan().shape;
+  const std::int64_t rows = shape[static_cast<std::size_t>(view_transposed_dim(p.plan()))], cols = shape.back();
+  if (rows % pack != 0 || cols % pack != 0)
+    return "pack " + std::to_string(pack) + " needs the tile's rows (" + std::to_string(rows) + ") and columns (" +
+           std::to_string(cols) + ") to be multiples of it";
+  // Vectors along a dense dim stay aligned only where every other pitch of the operand is a multiple of pack.
+  const auto& strides = p.plan().strides;
+  const std::size_t t = static_cast<std::size_t>(view_transposed_dim(p.plan())), inner = shape.size() - 1;
+  const unsigned transposed = view_transposed_inputs(p.plan());
+  for (std::size_t o = 0; o < strides.size() && pack > 1; ++o) {
+    const std::size_t dense = o > 0 && ((transposed >> (o - 1)) & 1u) ? t : inner;
+    if (o > 0 && dense == inner && strides[o][inner] != 1) continue;  // read element by element
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (d != dense && strides[o][d] % pack != 0)
+        return "pack " + std::to_string(pack) + " needs the pitches of " +
+               (o == 0 ? std::string("the output") : "input " + std::to_string(o - 1)) + " to be multiples of it (" +
+               std::to_string(strides[o][d]) + " is not)";
+  }
+  const std::int64_t lanes = tile / pack;
+  if (block % lanes != 0 || block / lanes > tile)
+    return "block " + std::to_string(block) + " does not cover whole rows of a " + std::to_string(tile) +
+           "-element tile with " + std::to_string(lanes) + " threads a row (at most " + std::to_string(tile * lanes) +
+           " threads)";
+  if (tile / (block / lanes) > 16)
+    return "each thread would cover " + std::to_string(tile / (block / lanes)) + " tile rows (at most 16): use more "
+           "threads, a wider pack or a smaller tile";
+  if (tile_bytes(p, tile) > kStaticShared)
+    return "tile " + std::to_string(tile) + " needs " + std::to_string(tile_bytes(p, tile)) +
+           " bytes of shared memory for " + std::to_string(std::popcount(view_transposed_inputs(p.plan()))) +
+           " transposed input(s), over the 48 KiB a block may declare";
+  return {};
+}
+
 class ElementwiseViewFamily final : public Family {
  public:
   ElementwiseViewFamily()
       : space_({
             {"block", {128, 256, 512, 1024}, "threads per block"},
             {"unroll", {1, 2, 4}, "elements (gather) or packs (rows) each thread loads before computing"},
-            {"pack", {1, 2, 4, 8}, "rows kernel: elements per vector access, pack * element size <= 16 bytes"},
+            {"pack", {1, 2, 4, 8}, "rows and tiled kernels: elements per vector access, pack * element size <= 16 "
+                                   "bytes"},
+            {"tile", {32, 64, 128}, "tiled kernel (inner_transpose): tile edge in elements"},
+            {"group", {1, 4, 16}, "tiled kernel: tile rows per band of the tile order (1: along the columns)"},
             {"waves", {1, 2, 4, 8, 32}, "grid cap: at most waves x (blocks resident on the GPU at once)"},
         }) {}
 
@@ -172,10 +221,21 @@ class ElementwiseViewFamily final : public Family {
   Config heuristic(const Problem& problem, const DeviceInfo&) const override {
     const auto& p = static_cast<const ViewProblem&>(problem);
     const ViewKernel kernel = view_kernel(p.plan());
-    const bool rows = kernel == ViewKernel::kRows;
+    const auto widest = static_cast<std::int64_t>(16 / dtype_size(p.dtype()));
+    if (kernel == ViewKernel::kTiled) {  // the widest vector the shape and pitches allow, 64 x 64 tiles, 256 threads
+      for (std::int64_t pack = widest; pack >= 1; pack /= 2)
+        for (std::int64_t tile : {64, 32})
+          for (std::int64_t block : {256, 128, 512}) {
+            Config c{{"block", block}, {"unroll", 1}, {"pack", pack}, {"tile", tile}, {"group", 1}, {"waves", 32}};
+            if (check_tiled(p, c).empty()) return c;
+          }
+      return Config{{"block", 256}, {"unroll", 1}, {"pack", 1}, {"tile", 32}, {"group", 1}, {"waves", 32}};  // fits
+    }
     return Config{{"block", 256},
                   {"unroll", kernel == ViewKernel::kGather ? 2 : 1},
-                  {"pack", rows ? static_cast<std::int64_t>(16 / dtype_size(p.dtype())) : 1},
+                  {"pack", kernel == ViewKernel::kRows ? widest : 1},
+                  {"tile", 32},
+                  {"group", 1},
                   {"waves", 32}};
   }
 
@@ -183,11 +243,14 @@ class ElementwiseViewFamily final : public Family {
     const auto& p = static_cast<const ViewProblem&>(problem);
     const std::int64_t pack = config.at("pack");
     const ViewKernel kernel = view_kernel(p.plan());
-    if (kernel != ViewKernel::kRows && pack != 1)
-      return "pack " + std::to_string(pack) + " is for the rows kernel; this layout (" +
-             std::string(layout_class_name(p.plan().layout)) + ") runs another kernel, which takes pack 1";
-    if (kernel == ViewKernel::kTiled && config.at("unroll") != 1)
-      return "unroll is not used by the tiled kernel (inner_transpose): it takes unroll 1";
+    if (kernel == ViewKernel::kGather && pack != 1)
+      return "pack " + std::to_string(pack) + " is for the rows and tiled kernels; this layout (" +
+             std::string(layout_class_name(p.plan().layout)) + ") runs the gather kernel, which takes pack 1";
+    if (kernel != ViewKernel::kTiled && (config.at("tile") != 32 || config.at("group") != 1))
+      return "tile and group are for the tiled kernel (inner_transpose); this layout (" +
+             std::string(layout_class_name(p.plan().layout)) + ") takes tile 32, group 1";
+    if (kernel == ViewKernel::kTiled)
+      if (std::string why = check_tiled(p, config); !why.empty()) return why;
     const std::int64_t bytes = pack * static_cast<std::int64_t>(dtype_size(p.dtype()));
     if (bytes > 16)
       return "pack " + std::to_string(pack) + " moves " + std::to_string(bytes) +
@@ -210,10 +273,11 @@ class ElementwiseViewFamily final : public Family {
       const std::int64_t rows = p.plan().elements / p.plan().shape.back();
       return grid_stride_shape(rows, block, 1, config.at("waves"), device);
     }
-    if (view_kernel(p.plan()) == ViewKernel::kTiled) {  // one 32 x 32 tile per block and pass
+    if (view_kernel(p.plan()) == ViewKernel::kTiled) {  // one tile per block and pass
       const auto& shape = p.plan().shape;
       const std::int64_t t = view_transposed_dim(p.plan()), inner = static_cast<std::int64_t>(shape.size()) - 1;
-      std::int64_t tiles = ((shape[t] + 31) / 32) * ((shape[inner] + 31) / 32);
+      const std::int64_t edge = config.at("tile");
+      std::int64_t tiles = ((shape[t] + edge - 1) / edge) * ((shape[inner] + edge - 1) / edge);
       for (std::int64_t d = 0; d < inner; ++d)
         if (d != t) tiles *= shape[d];
       return grid_stride_shape(tiles, block, 1, config.at("waves"), device);
@@ -265,6 +329,43 @@ class ElementwiseViewFamily final : public Family {
       output.in_place |= !p.is_scalar(i - 1) && plan.strides[i] == plan.strides[0];
     out.push_back(std::move(output));
     return out;
+  }
+
+  // The tiled kernel's vectors need every operand they move in vectors (the transposed inputs, the output, inputs
+  // dense along the inner dim) aligned to the pack, pointer and pitches: a call whose buffers are not runs the tuned
+  // config narrowed to the widest pack they allow (slot log2(pack)). The rows kernel checks alignment per row.
+  int variant(const Problem& problem, const Config& tuned, const Bindings& b) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    if (view_kernel(p.plan()) != ViewKernel::kTiled) return 0;
+    const std::size_t es = dtype_size(p.dtype());
+    std::int64_t pack = tuned.at("pack");
+    const auto& strides = p.plan().strides;
+    const std::size_t inner = p.plan().shape.size() - 1;
+    const unsigned transposed = view_transposed_inputs(p.plan());
+    auto narrow = [&](std::uint8_t alignment) {
+      while (pack > 1 && static_cast<std::int64_t>(alignment) < pack * static_cast<std::int64_t>(es)) pack /= 2;
+    };
+    std::size_t buffer = 0;
+    for (std::size_t a = 0; a < static_cast<std::size_t>(p.arity()); ++a) {
+      if (p.is_scalar(a)) continue;
+      if (((transposed >> a) & 1u) || strides[a + 1][inner] == 1) narrow(b.alignment[buffer]);
+      ++buffer;
+    }
+    narrow(b.alignment[buffer]);  // the output
+    return std::countr_zero(static_cast<std::uint64_t>(pack));
+  }
+
+  // Slot s: the tuned config with pack 2^s; the tile shrinks where the narrower vectors would leave a thread more
+  // than 16 tile rows (or the block wider than a tile row).
+  Config variant_config(const Problem& problem, const Config& tuned, int slot, const DeviceInfo&) const override {
+    const auto& p = static_cast<const ViewProblem&>(problem);
+    Config c = tuned;
+    if (view_kernel(p.plan()) != ViewKernel::kTiled || slot == std::countr_zero(static_cast<std::uint64_t>(
+                                                                     tuned.at("pack"))))
+      return c;
+    c.set("pack", std::int64_t{1} << slot);
+    while (c.at("tile") > 32 && !check_tiled(p, c).empty()) c.set("tile", c.at("tile") / 2);
+    return c;
   }
 
   Shortcut shortcut(const Problem& problem) const override {

@@ -244,8 +244,9 @@ TEST_CASE("NVRTC compiles the view kernels for every layout class, dtype and sm_
     if (c.kernel == ViewKernel::kTiled) CHECK(templates::elementwise::view_transposed_dim(plan) == 1);
     for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
       for (const char* arch : {"sm_80", "sm_90"}) {
-        const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(dtype));
-        const Config config{{"block", 256}, {"unroll", 2}, {"pack", pack}};
+        // the tiled case's 50 rows and 60 columns take pack 2 at most
+        const std::int64_t pack = c.kernel == ViewKernel::kTiled ? 2 : 16 / static_cast<std::int64_t>(dtype_size(dtype));
+        const Config config{{"block", 256}, {"unroll", 2}, {"pack", pack}, {"tile", 64}, {"group", 4}};
         const KernelSource src = view_source(expr, dtype, plan, config);
         const CompiledProgram out = compiler.compile(src.program, {src.name_expression}, arch, true);
         INFO(c.what, " ", dtype_name(dtype), " ", arch, " ", src.name_expression, "\n", out.log);
@@ -420,6 +421,91 @@ TEST_CASE("the elementwise_view family: scalar inputs are values of the call, no
     INFO(s2, "\n", src.name_expression, "\n", out.log);
     CHECK(out.ok);
   }
+}
+
+}  // namespace jitune
+
+namespace jitune {
+
+TEST_CASE("the elementwise_view family: the tiled kernel's rules, default and per-call pack") {
+  const Family& f = family("elementwise_view");
+  const DeviceInfo dev = nominal_device(90);
+  // x.permute(0, 2, 1) + b over (4, 64, 96) float16: rows 64 (kT = 1), columns 96
+  const auto p = f.parse_problem("dtype=float16;expr=y = x + b;layout=inner_transpose;shape=4,64,96;"
+                                 "strides=6144,96,1|6144,1,64|0,0,1");
+  const Config def = f.heuristic(*p, dev);
+  CHECK(def.at("pack") == 8);
+  CHECK(def.at("tile") == 64);
+  CHECK(f.check(*p, def, dev).empty());
+  Config c = def;
+  c.set("unroll", 2);
+  CHECK(f.check(*p, c, dev).find("unroll") != std::string::npos);
+  c = def;
+  c.set("block", 1024);  // 8 lanes a row, 128 rows a pass: more than a 64-row tile
+  CHECK(f.check(*p, c, dev).find("whole rows") != std::string::npos);
+  c = def;
+  c.set("pack", 1);
+  c.set("tile", 128);
+  c.set("block", 128);  // 128 tile rows per thread
+  CHECK(f.check(*p, c, dev).find("at most 16") != std::string::npos);
+  // Rows not a multiple of the pack: 66 rows take pack 2 at most, and the default says so
+  const auto odd = f.parse_problem("dtype=float16;expr=y = x + b;layout=inner_transpose;shape=4,66,96;"
+                                   "strides=6336,96,1|6336,1,66|0,0,1");
+  CHECK(f.heuristic(*odd, dev).at("pack") == 2);
+  c = f.heuristic(*odd, dev);
+  c.set("pack", 4);
+  CHECK(f.check(*odd, c, dev).find("multiples of it") != std::string::npos);
+  // A transposed input whose column pitch is odd: no vectors along its rows
+  const auto pitch = f.parse_problem("dtype=float32;expr=y = x + b;layout=inner_transpose;shape=4,64,96;"
+                                     "strides=6144,96,1|7000,1,65|0,0,1");
+  c = f.heuristic(*pitch, dev);
+  CHECK(c.at("pack") == 1);  // the default narrows to what the pitches allow
+  CHECK(f.check(*pitch, c, dev).empty());
+  // (a view the GPU test met: pitches 33 and 627 in float32)
+  const auto met = f.parse_problem("dtype=float32;expr=z = x * y - 0.5f;layout=inner_transpose;shape=32,38,18,16;"
+                                   "strides=11232,288,16,1|1,528,20592,33|1,627,0,23826");
+  CHECK(f.check(*met, f.heuristic(*met, dev), dev).empty());
+  c.set("pack", 2);
+  CHECK(f.check(*pitch, c, dev).find("pitches of input 0") != std::string::npos);
+  // Shared memory: three transposed float32 inputs in 128 x 128 tiles need 3 x 128 x 128 x 4 bytes, over 48 KiB
+  const auto three = f.parse_problem("dtype=float32;expr=y = a + b + c;layout=inner_transpose;shape=128,128;"
+                                     "strides=128,1|1,128|1,128|1,128");
+  c = f.heuristic(*three, dev);
+  CHECK(f.check(*three, c, dev).empty());
+  c.set("tile", 128);
+  c.set("block", 1024);
+  CHECK(f.check(*three, c, dev).find("shared memory") != std::string::npos);
+  // Other layouts keep tile 32 and refuse another
+  const auto rows = f.parse_problem("dtype=float16;expr=y = x + b;layout=rows;shape=30,700;strides=700,1|700,1|0,1");
+  c = f.heuristic(*rows, dev);
+  CHECK(f.check(*rows, c, dev).empty());
+  c.set("tile", 64);
+  CHECK(f.check(*rows, c, dev).find("tile and group are for the tiled kernel") != std::string::npos);
+  c = f.heuristic(*rows, dev);
+  c.set("group", 4);
+  CHECK(f.check(*rows, c, dev).find("takes tile 32, group 1") != std::string::npos);
+
+  // Per call: a pointer aligned to 4 bytes only narrows pack 8 to pack 2 (slot 1), the tile stays where it can
+  alignas(16) static std::byte memory[64];
+  const void* aligned[] = {memory, memory + 16, memory + 32};
+  const void* off4[] = {memory + 4, memory + 16, memory + 32};
+  std::uint8_t align16[] = {16, 16, 16}, align4[] = {4, 16, 16};
+  Bindings b;
+  b.pointers = aligned;
+  b.alignment = align16;
+  CHECK(f.variant(*p, def, b) == 3);
+  b.pointers = off4;
+  b.alignment = align4;
+  const int slot = f.variant(*p, def, b);
+  CHECK(slot == 1);
+  const Config narrowed = f.variant_config(*p, def, slot, dev);
+  CHECK(narrowed.at("pack") == 2);
+  CHECK(f.check(*p, narrowed, dev).empty());
+  CHECK(f.check(*p, f.variant_config(*p, def, 0, dev), dev).empty());
+  // the broadcast row b is dense along the columns: its alignment counts too
+  std::uint8_t align_b[] = {16, 2, 16};
+  b.alignment = align_b;
+  CHECK(f.variant(*p, def, b) == 0);
 }
 
 }  // namespace jitune
