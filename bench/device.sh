@@ -23,6 +23,15 @@ for f in "${families[@]}"; do fam_args+=(--family "$f"); peer_args+=(--family "$
 status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 "$build/jitune" devices | tee -a "$out/gpu.txt"
+# The elementwise_view bench cases (bench/cases_elementwise_view.cpp) are not in the default suite until their
+# records ship: tune them so the bench times tuned kernels.
+tune_views() {
+  if [ ${#families[@]} -eq 0 ] || [[ " ${families[*]} " == *" elementwise_view "* ]]; then
+    "$build/jitune_bench" --list --family elementwise_view | cut -f3 | while read -r sig; do
+      "$build/jitune" tune elementwise_view --signature "$sig" | tail -n 3
+    done | tee "$out/tune_views.txt"
+  fi
+}
 if [ "$what" = tests ] || [ "$what" = all ]; then
   (cd "$build" && ctest --output-on-failure -j1 -L gpu "${ctest_args[@]}" 2>&1) | tee "$out/ctest.log" | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
@@ -33,13 +42,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     { /usr/bin/time -f "tune wall %e s" "$build/jitune" tune elementwise --expr 'z = x * y' --dtype float32 --n 134217728 ; } 2>&1 | tee "$out/tune_one.txt"
   fi
   { /usr/bin/time -f "suite wall %e s" "$build/jitune" tune --suite default "${fam_args[@]}" ; } 2>&1 | tee "$out/suite.txt" | grep -v ' candidates, best '
-  # The elementwise_view bench cases (bench/cases_elementwise_view.cpp) are not in the default suite until their
-  # records ship: tune them here so the bench times tuned kernels.
-  if [ ${#families[@]} -eq 0 ] || [[ " ${families[*]} " == *" elementwise_view "* ]]; then
-    "$build/jitune_bench" --list --family elementwise_view | cut -f3 | while read -r sig; do
-      "$build/jitune" tune elementwise_view --signature "$sig" | tail -n 3
-    done | tee "$out/tune_views.txt"
-  fi
+  tune_views
   "$build/jitune_bench" --json "$out/jitune.json" "${fam_args[@]}" || status=1
   python3 bench/peer_torch.py --json "$out/torch.json" "${peer_args[@]}" || status=1
   python3 bench/compare.py "$out/jitune.json" "$out/torch.json" --markdown "$out/table.md"
@@ -50,6 +53,7 @@ fi
 if [ "$what" = inductor ]; then
   # Inductor beside eager (peer_torch.py --inductor: compile times apart), joined with the jitune bench of the same
   # call; max-autotune compiles each case, so run a few families per call.
+  tune_views
   "$build/jitune_bench" --json "$out/jitune.json" "${fam_args[@]}" || status=1
   python3 bench/peer_torch.py --inductor --json "$out/torch_inductor.json" "${peer_args[@]}" || status=1
   python3 bench/compare.py "$out/jitune.json" "$out/torch_inductor.json" --markdown "$out/table_inductor.md" |

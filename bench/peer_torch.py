@@ -114,7 +114,10 @@ def main():
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     copy = copy_gbs()
     rows = []
-    for mod in sorted(m.name for m in pkgutil.iter_modules(peer.__path__) if m.name != "common"):
+    # conv2d last: max-autotune benchmarks its conv templates per case, the longest compiles of the suite.
+    modules = sorted((m.name for m in pkgutil.iter_modules(peer.__path__) if m.name != "common"),
+                     key=lambda name: (name == "conv2d", name))
+    for mod in modules:
         if args.family and mod not in args.family:
             continue
         for case in importlib.import_module(f"peer.{mod}").cases():
@@ -141,11 +144,17 @@ def main():
                      f"{'' if row['inductor_correct'] else ' WRONG'}" if args.inductor else ""), flush=True)
             del run, check, pure
             torch.cuda.empty_cache()
+            write_json(args, copy, rows)  # after every case: a run cut short keeps what it measured
+    write_json(args, copy, rows)
+
+
+def write_json(args, copy, rows):
     out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "cudnn": torch.backends.cudnn.version(), "copy_gbs": copy, "eager_host_hidden": args.hide_host,
            "cases": rows}
-    with open(args.json, "w") as f:
+    with open(args.json + ".tmp", "w") as f:
         json.dump(out, f, indent=2)
+    os.replace(args.json + ".tmp", args.json)
 
 
 if __name__ == "__main__":

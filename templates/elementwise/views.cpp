@@ -230,6 +230,17 @@ int view_transposed_dim(const ViewPlan& plan) noexcept {
   return -1;
 }
 
+bool views_rows_mixed(const ViewPlan& plan, std::int64_t pack) noexcept {
+  if (pack <= 1) return false;
+  const std::size_t inner = plan.shape.size() - 1;
+  for (std::size_t i = 1; i < plan.strides.size(); ++i) {
+    if (plan.strides[i][inner] != 1) continue;  // not read along the row
+    for (std::size_t d = 0; d < inner; ++d)
+      if (plan.strides[i][d] % pack != plan.strides[0][d] % pack) return true;
+  }
+  return false;
+}
+
 unsigned view_transposed_inputs(const ViewPlan& plan) noexcept {
   const int t = view_transposed_dim(plan);
   if (t < 0) return 0;
@@ -281,7 +292,8 @@ KernelSource view_source(const Expression& expression, DType dtype, const ViewPl
   else if (view_kernel(plan) == ViewKernel::kRows)
     name = "jitune::ewv::rows<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
            std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +
-           std::to_string(config.at("unroll")) + ", " + index + ">";
+           std::to_string(config.at("unroll")) + ", " + index + ", " +
+           (views_rows_mixed(plan, config.at("pack")) ? "true" : "false") + ">";
   else
     name = "jitune::ewv::gather<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
            std::to_string(config.at("block")) + ", " + std::to_string(config.at("unroll")) + ", " + index + ">";

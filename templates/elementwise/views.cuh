@@ -126,8 +126,12 @@ __device__ __forceinline__ void row_packs(const Op& op, const T* const (&in)[kAr
   }
 }
 
+// kMixed (by rule, views_rows_mixed): some dense input's rows may be aligned differently from the output's (a
+// sliced view's pitch that is not a multiple of the pack); such rows read that input element by element. Without
+// it, a row whose operands are not all aligned goes element by element (only a misaligned pointer does that), and
+// the kernel carries no second sweep (whose registers cost occupancy).
 template <class Op, class T, int kArity, int kDims, int kPack, int kBlock, int kUnroll, class Index,
-          unsigned kScalars>
+          unsigned kScalars, bool kMixed>
 __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
   static_assert(kDims >= 2, "rows needs an outer and an inner dim");
   const Op op;
@@ -153,15 +157,14 @@ __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
       vector[a] = dense[a] && reinterpret_cast<unsigned long long>(in[a]) % (sizeof(T) * kPack) == 0;
     }
     // Packs where the output row is aligned: every dense input as one vector per pack where all are aligned in this
-    // row (the common case, kept free of per-input branches), else each misaligned input element by element.
-    if (kPack > 1 && aligned) {
-      bool all_vector = true;
+    // row (the common case, kept free of per-input branches), else (kMixed) each misaligned input element by element.
+    bool all_vector = true;
 #pragma unroll
-      for (int a = 0; a < kArity; ++a) all_vector = all_vector && (vector[a] || !dense[a]);
-      if (all_vector)
-        row_packs<false, kPack, kBlock, kUnroll>(op, in, out, dense, vector, fixed, cols / kPack);
-      else
-        row_packs<true, kPack, kBlock, kUnroll>(op, in, out, dense, vector, fixed, cols / kPack);
+    for (int a = 0; a < kArity; ++a) all_vector = all_vector && (vector[a] || !dense[a]);
+    if (kPack > 1 && aligned && all_vector) {
+      row_packs<false, kPack, kBlock, kUnroll>(op, in, out, dense, vector, fixed, cols / kPack);
+    } else if (kMixed && kPack > 1 && aligned) {
+      row_packs<true, kPack, kBlock, kUnroll>(op, in, out, dense, vector, fixed, cols / kPack);
     } else {
       for (Index c = threadIdx.x; c < cols; c += kBlock) {
         float v[kArity];

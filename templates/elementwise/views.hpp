@@ -79,6 +79,10 @@ ViewKernel view_kernel(const ViewPlan& plan) noexcept;
 /// dense; -1 when no input is.
 int view_transposed_dim(const ViewPlan& plan) noexcept;
 
+/// For the rows kernel with `pack`: true when some input read along the rows steps from row to row by a pitch
+/// that differs from the output's modulo the pack, so its rows and the output's are aligned differently.
+bool views_rows_mixed(const ViewPlan& plan, std::int64_t pack) noexcept;
+
 /// For the tiled kernel: bit a set when input a is read through the tile (dense along view_transposed_dim,
 /// strided along the inner dim); 0 when no input is.
 unsigned view_transposed_inputs(const ViewPlan& plan) noexcept;

@@ -485,6 +485,19 @@ TEST_CASE("the elementwise_view family: the tiled kernel's rules, default and pe
   c.set("group", 4);
   CHECK(f.check(*rows, c, dev).find("takes tile 32, group 1") != std::string::npos);
 
+  // The rows kernel sweeps rows element by element where an input's pitch leaves its rows aligned unlike the
+  // output's (a[:, 1:]), and only then carries that second sweep
+  using templates::elementwise::plan_views;
+  using templates::elementwise::View;
+  using templates::elementwise::views_rows_mixed;
+  const auto slice = plan_views(std::vector<View>{{{8, 1024}, {1025, 1}}, {{8, 1024}, {1024, 1}}}, {{8, 1024}, {1024, 1}});
+  CHECK(views_rows_mixed(slice, 4));
+  CHECK_FALSE(views_rows_mixed(slice, 1));
+  const auto bias = plan_views(std::vector<View>{{{8, 1024}, {1024, 1}}, {{1024}, {1}}}, {{8, 1024}, {1024, 1}});
+  CHECK_FALSE(views_rows_mixed(bias, 8));
+  CHECK(view_source(parse_expression("y = a * b"), DType::kFloat32, slice, f.heuristic(*rows, dev))
+            .name_expression.ends_with("true>"));
+
   // Per call: a pointer aligned to 4 bytes only narrows pack 8 to pack 2 (slot 1), the tile stays where it can
   alignas(16) static std::byte memory[64];
   const void* aligned[] = {memory, memory + 16, memory + 32};
