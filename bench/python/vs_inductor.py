@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""jitune (its Python path) and torch.compile (Inductor, max-autotune-no-cudagraphs) side by side in one process,
+on the same tensors' cases, timed by the same functions: the check of a cross-process comparison (jitune_bench in
+C++ against bench/peer_torch.py --inductor), where each process has its own allocator, clocks and timing loop.
+
+Per case (names of bench/peer and bench/python/bench_ops.py): both results are checked first (jitune against
+PyTorch eager, Inductor against the case's check), then, in rounds that alternate the two,
+  hidden_us: peer_torch.timed(hide_host=True): events around one call (large cases) or 100 calls (small), the GPU
+             spinning first for twice the host time of a group, so neither side's host cost is inside;
+  graph_us:  bench_ops.graph_us: calls captured into a CUDA graph (5 a graph for large cases, 100 for small ones),
+             replays between events: device time with no host work at all.
+The figure of each side is the median over rounds of each round's median.
+usage: python3 bench/python/vs_inductor.py --json out.json [--case TEXT ...] [--rounds 3]
+"""
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import bench_ops  # noqa: E402
+import peer_torch  # noqa: E402
+
+
+def peer_cases():
+    out = {}
+    for family in bench_ops.FAMILIES:
+        for case in importlib.import_module(f"peer.{family}").cases():
+            out[case["case"]] = case
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--case", action="append", help="only cases whose name contains this text")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    peers = peer_cases()
+    rows = []
+    for family, make in bench_ops.FAMILIES.items():
+        for case in make():
+            name = case["case"]
+            if args.case and not any(text in name for text in args.case):
+                continue
+            if name not in peers:
+                continue
+            small = case["bytes"] < 4 * l2
+            want = case["reference"]()
+            ok = bool(case["check"](case["run"](), want))
+            _, _, (fn, fargs, fcheck) = peers[name]["setup"]()
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", fullgraph=True, dynamic=False)
+            iok = bool(fcheck(compiled(*fargs)))
+            sides = {"jitune": case["run"], "inductor": lambda c=compiled, a=fargs: c(*a)}
+            hidden = {k: [] for k in sides}
+            graph = {k: [] for k in sides}
+            for _ in range(args.rounds):
+                for side, run in sides.items():
+                    hidden[side].append(peer_torch.timed(run, small, hide_host=True)[0])
+                    try:
+                        graph[side].append(bench_ops.graph_us(run, small))
+                    except Exception as e:  # a side that cannot be captured keeps its event figure only
+                        print(f"  {side}: no CUDA graph ({type(e).__name__}: {e})", flush=True)
+            row = {"case": name, "family": family, "bytes": case["bytes"], "mode": "small" if small else "large",
+                   "jitune_correct": ok, "inductor_correct": iok}
+            for side in sides:
+                row[f"{side}_hidden_us"] = statistics.median(hidden[side])
+                row[f"{side}_graph_us"] = statistics.median(graph[side]) if graph[side] else float("nan")
+            row["ratio_hidden"] = row["inductor_hidden_us"] / row["jitune_hidden_us"]
+            row["ratio_graph"] = row["inductor_graph_us"] / row["jitune_graph_us"]
+            rows.append(row)
+            print(f"{name:45s} hidden: jitune {row['jitune_hidden_us']:9.2f} inductor {row['inductor_hidden_us']:9.2f}"
+                  f" ({row['ratio_hidden']:.3f}x)  graph: jitune {row['jitune_graph_us']:9.2f} inductor "
+                  f"{row['inductor_graph_us']:9.2f} ({row['ratio_graph']:.3f}x)"
+                  + ("" if ok and iok else "  WRONG"), flush=True)
+            del case, want, sides, compiled, fargs
+            torch.cuda.empty_cache()
+            with open(args.json, "w") as f:
+                json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cases": rows}, f,
+                          indent=2)
+
+
+if __name__ == "__main__":
+    main()
