@@ -8,10 +8,17 @@
 
 namespace jitune {
 
-CachedBinary Runtime::Impl::binary(const Family& family, const Problem& problem, const Config& config) {
+CachedBinary Runtime::Impl::binary(const Family& family, const Problem& problem, const Config& config, bool fresh,
+                                   bool* cached) {
   const KernelSource src = family.source(problem, config);
   const std::string bkey = compiler.binary_key(src.program, src.name_expression, device.arch());
-  if (auto hit = binaries.get(bkey)) return *hit;
+  if (cached) *cached = !fresh;
+  if (!fresh) {
+    if (auto hit = binaries.get(bkey)) return *hit;
+    for (const auto& shipped : shipped_binaries)
+      if (auto hit = shipped->get(bkey)) return *hit;
+  }
+  if (cached) *cached = false;
   CompiledProgram out = compiler.compile(src.program, {src.name_expression}, device.arch(), false);
   if (!out.ok)
     throw CompileError("NVRTC could not compile " + std::string(family.name()) + " with config " +
@@ -31,9 +38,19 @@ const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem
   }
   if (in_capture)
     refuse_in_capture(std::string(family.name()), problem.signature(), "compile and load kernel config " + config.text());
-  CachedBinary b = binary(family, problem, config);
+  bool cached = false;
+  CachedBinary b = binary(family, problem, config, false, &cached);
   driver::make_current(context);
-  auto module = std::make_unique<driver::Module>(b.cubin.data());
+  std::unique_ptr<driver::Module> module;
+  try {
+    module = std::make_unique<driver::Module>(b.cubin.data());
+  } catch (const CudaError&) {
+    // A cached image the driver refuses (built by a newer toolkit than this driver supports, or damaged in a way
+    // its checksum could not see) is compiled again here; a fresh image that fails is the error.
+    if (!cached) throw;
+    b = binary(family, problem, config, true);
+    module = std::make_unique<driver::Module>(b.cubin.data());
+  }
   auto k = std::make_unique<Kernel>();
   k->function = module->function(b.lowered_name);
   k->shape = family.launch_shape(problem, config, device);

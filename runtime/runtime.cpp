@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "runtime/dispatch.hpp"
 
@@ -113,11 +114,21 @@ Runtime::Impl::Impl(Runtime& owner, RuntimeOptions opts)
       });
       if (!named) shipped.push_back(p);
     }
+  std::set<std::filesystem::path> kernel_dirs;
   for (const auto& p : shipped) {
     try {
       shipped_stores.push_back(std::make_unique<cache::Store>(p, cache::OpenMode::kReadOnly));
     } catch (const StoreError& e) {
       store_notes.push_back(std::string("shipped cache skipped: ") + e.what());
+      continue;
+    }
+    std::error_code ec;
+    const std::filesystem::path dir = p.parent_path() / "kernels";
+    if (options.disk_binary_cache && std::filesystem::is_directory(dir, ec) &&
+        kernel_dirs.insert(std::filesystem::weakly_canonical(dir, ec)).second) {
+      auto folder = std::make_unique<BinaryCache>(dir);
+      if (std::string note = folder->untrusted_note(); !note.empty()) store_notes.push_back("shipped kernels: " + note);
+      shipped_binaries.push_back(std::move(folder));
     }
   }
   if (!options.quiet)

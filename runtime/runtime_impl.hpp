@@ -61,6 +61,9 @@ struct Runtime::Impl {
   DeviceInfo device;
   Compiler compiler;
   BinaryCache binaries;
+  /// Read-only kernel folders shipped beside the shipped caches (`<their folder>/kernels`, filled at build time by
+  /// `jitune warmup --suite default --all-devices`): looked in after `binaries`, never written.
+  std::vector<std::unique_ptr<BinaryCache>> shipped_binaries;
   std::unique_ptr<cache::Store> user_store;   ///< nullptr when it could not be opened (see store_notes).
   std::vector<std::unique_ptr<cache::Store>> shipped_stores;
   std::vector<std::string> store_notes;       ///< Why a cache is unused or read-only.
@@ -76,8 +79,11 @@ struct Runtime::Impl {
   /// Loads (compiling if needed) the instantiation; remembered. Throws CompileError on NVRTC failure, and
   /// InvalidArgument (refuse_in_capture) when it is not loaded yet and `in_capture`.
   const Kernel& kernel(const Family& family, const Problem& problem, const Config& config, bool in_capture = false);
-  /// Compiled image for one instantiation: binary cache, else NVRTC (and stored in the binary cache).
-  CachedBinary binary(const Family& family, const Problem& problem, const Config& config);
+  /// Compiled image for one instantiation: the binary cache, the shipped kernels, else NVRTC (and stored in the
+  /// binary cache). `fresh`: NVRTC whatever the caches hold (after a cached image failed to load). `cached` (if
+  /// given) says whether the image came from a cache.
+  CachedBinary binary(const Family& family, const Problem& problem, const Config& config, bool fresh = false,
+                      bool* cached = nullptr);
   /// Launches on `stream` with the primary context current.
   void launch(const Kernel& kernel, KernelArgs& args, CUstream stream);
   /// Throws InvalidArgument unless [ptr, ptr + bytes) lies inside one allocation of device memory (or managed

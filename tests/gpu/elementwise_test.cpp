@@ -8,7 +8,9 @@
 #include <limits>
 #include <thread>
 
+#include "cache/store.hpp"
 #include "gpu_util.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "templates/elementwise/elementwise.hpp"
 #include "tuner/compile_pool.hpp"
 #include "tuner/tuner.hpp"
@@ -318,6 +320,61 @@ TEST_CASE("every config of the space verifies on odd sizes (tuner verification p
       CHECK((c.status == "ok" || c.status == "resources_exceeded"));
     }
   }
+}
+
+TEST_CASE("a new Runtime's first call on a shipped case loads the shipped kernel, without NVRTC (issue 19)") {
+  // The build's shipped cache and the kernels `jitune warmup --suite default --all-devices` compiled beside it; the
+  // user's binary folder empty.
+  TempDir dir;
+  RuntimeOptions o = test::isolated_options(dir);
+  o.use_builtin_shipped_caches = true;
+  Runtime rt(o);
+  const std::string sig = elementwise_signature("z = x * y", 1048576, DType::kFloat32);  // mul_float32_1048576
+  if (rt.explain("elementwise", sig).level != MatchLevel::kExact) {
+    MESSAGE("no shipped record for this device (" << rt.device().name << "): the shipped kernels are the H100's");
+    return;
+  }
+  if (internal::impl(rt).shipped_binaries.empty()) {
+    MESSAGE("built with -DJITUNE_SHIP_KERNELS=OFF: no shipped kernels");
+    return;
+  }
+  check_expression(rt, "z = x * y", DType::kFloat32, 1048576, {0, 0, 0}, 501);
+  CHECK(internal::impl(rt).compiler.compile_count() == 0);
+  const std::filesystem::path user_kernels = dir.path / "kernels";
+  const bool nothing_copied = !std::filesystem::exists(user_kernels) || std::filesystem::is_empty(user_kernels);
+  CHECK(nothing_copied);  // served from the shipped folder, not copied into the user's
+}
+
+TEST_CASE("a shipped kernel the driver refuses (another architecture's image) is compiled again, never run") {
+  // A shipped folder of our own: an empty shipped cache (the heuristic decides) and, under the key of the decided
+  // kernel, a well-formed file whose image is an sm_80 build of it, which an sm_90 device cannot load.
+  TempDir dir;
+  const std::filesystem::path shipped = dir.path / "shipped";
+  std::filesystem::create_directories(shipped);
+  { cache::Store create(shipped / "empty.sqlite", cache::OpenMode::kReadWrite); }
+  RuntimeOptions o = test::isolated_options(dir);
+  o.shipped_caches = {shipped / "empty.sqlite"};
+  const std::int64_t n = 100003;
+  const std::string sig = elementwise_signature("z = x * y", n, DType::kFloat32);
+  std::string key;
+  {
+    Runtime probe(o);
+    if (probe.device().arch() == "sm_80") {
+      MESSAGE("an sm_80 device loads the planted image: this case needs another architecture");
+      return;
+    }
+    const Family& f = templates::elementwise::elementwise_family();
+    const KernelSource src = f.source(*f.parse_problem(sig), Config::parse(probe.explain("elementwise", sig).config));
+    Compiler compiler;
+    key = compiler.binary_key(src.program, src.name_expression, probe.device().arch());
+    CompiledProgram foreign = compiler.compile(src.program, {src.name_expression}, "sm_80", false);
+    REQUIRE(foreign.ok);
+    BinaryCache(shipped / "kernels").put(key, CachedBinary{foreign.cubin, foreign.lowered.at(0)});
+  }
+  Runtime rt(o);
+  REQUIRE(internal::impl(rt).shipped_binaries.size() == 1);
+  check_expression(rt, "z = x * y", DType::kFloat32, n, {0, 0, 0}, 502);  // correct: compiled for this device
+  CHECK(internal::impl(rt).compiler.compile_count() == 1);
 }
 
 }  // namespace

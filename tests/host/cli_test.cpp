@@ -13,6 +13,7 @@
 #include "cache/jsonl.hpp"
 #include "cache/store.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/stores.hpp"
 #include "templates/elementwise/elementwise.hpp"
 
 namespace jitune {
@@ -277,6 +278,94 @@ TEST_CASE("a cache file that is not SQLite is reported and left untouched") {
   std::string text;
   std::getline(in, text);
   CHECK(text == "this is not a database");
+}
+
+}  // namespace jitune
+
+namespace jitune {
+
+TEST_CASE("warmup compiles each suite case's kernel once, into a folder a runtime reads, without a GPU") {
+  Dir dir;
+  const std::string fresh = "--cache " + (dir.path / "none.sqlite").string();
+  const std::filesystem::path into = dir.path / "kernels";
+  const std::string device = device_count() > 0 ? "" : " --device-name 'NVIDIA H100 80GB HBM3'";
+  Result first = run("--json " + fresh + device + " warmup --suite default --family elementwise --family permute "
+                     "--into " + into.string());
+  REQUIRE_MESSAGE(first.code == 0, first.out);
+  const auto j = nlohmann::json::parse(first.out);
+  const std::size_t kernels = j["kernels"].size();
+  CHECK(kernels > 10);
+  CHECK(j["compiled"] == kernels);
+  CHECK(j["failed"] == 0);
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(into)) files += e.is_regular_file();
+  CHECK(files == kernels);
+  // Each file is the binary a runtime of that architecture looks up for the decided config
+  Compiler compiler;
+  BinaryCache folder(into);
+  for (const auto& k : j["kernels"]) {
+    const Family& f = family(k["family"].get<std::string>());
+    std::string signature;
+    for (const auto& [name, sig] : f.default_suite())
+      if (name == k["case"]) signature = sig;
+    REQUIRE(!signature.empty());
+    const KernelSource src = f.source(*f.parse_problem(signature), Config::parse(k["config"].get<std::string>()));
+    const std::string arch = k["arch"].get<std::string>();
+    CHECK(folder.get(compiler.binary_key(src.program, src.name_expression, arch)).has_value());
+    // another architecture's key (or another NVRTC's: the version is in the key too) finds nothing
+    CHECK_FALSE(folder.get(compiler.binary_key(src.program, src.name_expression, arch == "sm_80" ? "sm_90" : "sm_80"))
+                    .has_value());
+  }
+  // A second run compiles nothing
+  Result again = run("--json " + fresh + device + " warmup --suite default --family elementwise --family permute "
+                     "--into " + into.string());
+  REQUIRE_MESSAGE(again.code == 0, again.out);
+  const auto k = nlohmann::json::parse(again.out);
+  CHECK(k["compiled"] == 0);
+  CHECK(k["cached"] == kernels);
+  // Bad command lines
+  CHECK(run(fresh + " warmup --family elementwise").code == 2);  // --suite is required
+  Result both = run(fresh + " --device-name 'NVIDIA H100 80GB HBM3' warmup --suite default --all-devices");
+  CHECK(both.code == 1);
+  CHECK(both.out.find("give one") != std::string::npos);
+  Result unknown = run(fresh + device + " warmup --suite default --family nosuch --into " + into.string());
+  CHECK(unknown.code == 1);
+  CHECK(unknown.out.find("unknown kernel family") != std::string::npos);
+}
+
+TEST_CASE("the build ships every default-suite case's kernel beside the shipped cache") {
+  // What the build's `jitune warmup --suite default --all-devices` wrote (cache/CMakeLists.txt): the kernel each
+  // shipped-exact case decides, under the key the runtime computes, in <shipped folder>/kernels.
+  const auto shipped = builtin_shipped_caches();
+  REQUIRE(!shipped.empty());
+  const std::filesystem::path kernels = shipped.front().parent_path() / "kernels";
+  if (!std::filesystem::is_directory(kernels)) {
+    MESSAGE("built with -DJITUNE_SHIP_KERNELS=OFF: no shipped kernels to check");
+    return;
+  }
+  Dir dir;
+  Result suite = run("--json --cache " + (dir.path / "none.sqlite").string() +
+                     " --device-name 'NVIDIA H100 80GB HBM3' explain --suite default");
+  REQUIRE_MESSAGE(suite.code == 0, suite.out);
+  Compiler compiler;
+  BinaryCache folder(kernels);
+  std::size_t found = 0;
+  const auto cases = nlohmann::json::parse(suite.out)["cases"];
+  for (const auto& c : cases) {
+    const Family& f = family(c["family"].get<std::string>());
+    const KernelSource src =
+        f.source(*f.parse_problem(c["signature"].get<std::string>()), Config::parse(c["config"].get<std::string>()));
+    INFO(c["case"].get<std::string>());
+    CHECK(folder.get(compiler.binary_key(src.program, src.name_expression, "sm_90")).has_value());
+    ++found;
+  }
+  CHECK(found > 50);
+  // and `jitune cache paths` names the folder
+  Result paths = run("--json cache paths");
+  REQUIRE_MESSAGE(paths.code == 0, paths.out);
+  const auto listed = nlohmann::json::parse(paths.out)["shipped_kernels"];
+  REQUIRE(listed.size() == 1);
+  CHECK(std::filesystem::equivalent(listed[0].get<std::string>(), kernels));
 }
 
 }  // namespace jitune

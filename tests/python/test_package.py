@@ -218,6 +218,10 @@ def test_the_wheel_ships_its_caches():
     if not os.path.isdir(os.path.join(os.path.dirname(jitune.__file__), "shipped")):
         pytest.skip("the package was not installed from a wheel (no jitune/shipped/)")
     assert caches and all(c.endswith(".sqlite") for c in caches)
+    # and the kernels of its cases, compiled at build time beside them (a first call loads instead of compiling)
+    kernels = pathlib.Path(caches[0]).parent / "kernels"
+    assert kernels.is_dir(), "the wheel has no shipped/kernels/ (built with -DJITUNE_SHIP_KERNELS=OFF?)"
+    assert len([p for p in kernels.iterdir() if p.is_file()]) > 50
 
 
 def test_fast_calls_are_bound_to_the_loaded_library():

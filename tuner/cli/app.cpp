@@ -108,6 +108,18 @@ CliApp::CliApp() {
   add_problem_options(*explain_, explain_families_, "explain a problem");
   explain_->require_subcommand(0, 1);
 
+  warmup_ = app_.add_subcommand("warmup", "compile the kernel each default-suite case would run into the binary "
+                                          "folder, so a new process's first call loads it without NVRTC (no GPU "
+                                          "needed: without one, for --device-name or --all-devices)");
+  warmup_->add_option("--suite", warmup_suite_, "the suite (default)")->check(CLI::IsMember({"default"}))->required();
+  warmup_->add_option("--family", warmup_args_.only_families, "only these families");
+  warmup_->add_option("--into", warmup_args_.into, "binary folder to fill (default: the runtime's, <user cache "
+                                                   "folder>/kernels)");
+  warmup_->add_flag("--all-devices", warmup_args_.all_devices, "without a GPU: every device the caches hold "
+                                                              "records for (the build uses it for shipped kernels)");
+  warmup_->add_option("--threads", warmup_args_.threads, "NVRTC compile threads (default: all cores)");
+  warmup_->add_flag("--quiet", warmup_args_.quiet, "print only the summary line and failures");
+
   add_cache_commands();
 }
 
@@ -215,9 +227,9 @@ std::optional<int> CliApp::unknown_name(bool print) const {
   const std::vector<std::string> extra = app_.remaining(true);
   if (extra.empty() || extra.front().rfind("-", 0) == 0) return std::nullopt;
   const std::string& word = extra.front();
-  if (!*devices_ && !*tune_ && !*explain_ && !*cache_)
-    return fail(kExitUsage, "usage", "unknown command '" + word + "'; the commands are devices, tune, explain and cache",
-                print);
+  if (!*devices_ && !*tune_ && !*explain_ && !*cache_ && !*warmup_)
+    return fail(kExitUsage, "usage",
+                "unknown command '" + word + "'; the commands are devices, tune, explain, warmup and cache", print);
   if (*cache_ && cache_->get_subcommands([](const CLI::App* sub) { return sub->parsed(); }).empty())
     return fail(kExitUsage, "usage", "unknown cache command '" + word + "'; they are list, show, export, import, "
                 "merge, revalidate and paths", print);
@@ -260,6 +272,11 @@ int CliApp::run() {
   try {
     if (*devices_) return devices(common_);
     if (*tune_) return tune(common_, tune_args_);
+    if (*warmup_) {
+      if (warmup_args_.all_devices && !common_.device_name.empty())
+        throw InvalidArgument("jitune warmup: --all-devices and --device-name both name devices; give one");
+      return warmup(common_, warmup_args_);
+    }
     if (*explain_) {
       auto [family, options] = chosen(explain_families_);
       if (family.empty()) {

@@ -48,7 +48,9 @@ class CliApp {
   CLI::App app_{"jitune: NVRTC kernel templates tuned per GPU and problem, results kept in SQLite"};
   Common common_;
   TuneArgs tune_args_;
+  WarmupArgs warmup_args_;
   CLI::App* devices_ = nullptr;
+  CLI::App* warmup_ = nullptr;
   CLI::App* tune_ = nullptr;
   CLI::App* explain_ = nullptr;
   CLI::App* cache_ = nullptr;
@@ -63,7 +65,7 @@ class CliApp {
   bool force_ = false, trust_ = false, verify_ = false;
   bool json_requested_ = false;  ///< --json anywhere on the command line (errors then come as JSON too).
   FamilyOptions tune_families_, explain_families_, show_families_;
-  std::string explain_signature_, show_signature_, list_family_, file_, explain_suite_;
+  std::string explain_signature_, show_signature_, list_family_, file_, explain_suite_, warmup_suite_;
 };
 
 }  // namespace jitune::cli

@@ -8,12 +8,17 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <set>
+#include <thread>
+#include <atomic>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <jitune/runtime.hpp>
 
 #include "cache/jsonl.hpp"
 #include "cache/store.hpp"
+#include "runtime/binary_cache.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/stores.hpp"
 #include "templates/sources.hpp"
@@ -463,6 +468,13 @@ class Explainer {
     return x;
   }
   const std::string& device() const noexcept { return device_; }
+  /// The architecture kernels are compiled for ("sm_90").
+  std::string arch() const { return runtime_ ? runtime_->device().arch() : device_info_.arch(); }
+  /// Where a runtime keeps compiled kernels: its binary folder (on a GPU), else <user cache folder>/kernels.
+  std::filesystem::path binary_folder(const Common& common) const {
+    if (runtime_) return runtime_->options().binary_cache_dir;
+    return cache_path(common).parent_path() / "kernels";
+  }
 
  private:
   std::unique_ptr<Runtime> runtime_;
@@ -527,6 +539,121 @@ int explain_suite(const Common& common) {
     std::printf("%s:%s\n", explainer.device().c_str(), summary.c_str());
   }
   return 0;
+}
+
+namespace {
+
+// One kernel warmup compiles: a suite case's decided config, for one architecture.
+struct WarmupJob {
+  std::string case_name, family, config, level, arch, key;
+  KernelSource source;
+  bool cached = false;   // already in the folder
+  double seconds = 0;    // NVRTC
+  std::string error;
+};
+
+// Every device the caches name, each as a Common that explains for it without a GPU.
+std::vector<Common> offline_devices(const Common& common) {
+  const ReadOnlyStores stores = open_read_only_stores(common);
+  std::set<std::string> names;
+  for (const cache::Store* store : stores.view)
+    for (const auto& r : store->records()) names.insert(r.key.device_name);
+  if (names.empty()) throw InvalidArgument("jitune warmup --all-devices: the caches hold no tuned records");
+  std::vector<Common> out;
+  for (const std::string& name : names) {
+    Common c = common;
+    c.device_name = name;
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+int warmup(const Common& common, const WarmupArgs& args) {
+  for (const std::string& name : args.only_families) family(name);  // an unknown name: the family list
+  std::vector<Common> targets = args.all_devices ? offline_devices(common) : std::vector<Common>{common};
+  std::vector<WarmupJob> jobs;
+  std::filesystem::path folder = args.into;
+  std::set<std::string> keys;
+  Compiler compiler;
+  for (const Common& target : targets) {
+    Explainer explainer(target);
+    if (folder.empty()) folder = explainer.binary_folder(target);
+    for (const Family* f : families()) {
+      if (!args.only_families.empty() &&
+          std::find(args.only_families.begin(), args.only_families.end(), f->name()) == args.only_families.end())
+        continue;
+      for (const auto& [name, signature] : f->default_suite()) {
+        const Explanation x = explainer.explain(*f, signature);
+        WarmupJob job;
+        job.case_name = name;
+        job.family = f->name();
+        job.config = x.config;
+        job.level = match_level_name(x.level);
+        job.arch = explainer.arch();
+        job.source = f->source(*f->parse_problem(signature), Config::parse(x.config));
+        job.key = compiler.binary_key(job.source.program, job.source.name_expression, job.arch);
+        if (keys.insert(job.key).second) jobs.push_back(std::move(job));  // two cases, one kernel: compiled once
+      }
+    }
+  }
+  BinaryCache binaries(folder);
+  if (std::string note = binaries.untrusted_note(); !note.empty())
+    throw InvalidArgument("jitune warmup: " + note);
+  for (WarmupJob& job : jobs) job.cached = binaries.get(job.key).has_value();
+  // NVRTC on every core (it is thread-safe); each thread takes the next job.
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < jobs.size(); i = next++) {
+      WarmupJob& job = jobs[i];
+      if (job.cached) continue;
+      try {
+        CompiledProgram out = compiler.compile(job.source.program, {job.source.name_expression}, job.arch, false);
+        job.seconds = out.seconds;
+        if (!out.ok) {
+          job.error = "NVRTC could not compile it: " + out.log;
+          continue;
+        }
+        binaries.put(job.key, CachedBinary{std::move(out.cubin), out.lowered.at(0)});
+      } catch (const std::exception& e) {
+        job.error = e.what();
+      }
+    }
+  };
+  const unsigned threads = args.threads ? args.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+
+  std::size_t compiled = 0, cached = 0, failed = 0;
+  double nvrtc = 0;
+  json out = json::array();
+  for (const WarmupJob& job : jobs) {
+    (job.cached ? cached : job.error.empty() ? compiled : failed) += 1;
+    nvrtc += job.seconds;
+    const std::string state = job.cached ? "cached" : job.error.empty() ? "compiled" : "failed";
+    if (common.json)
+      out.push_back({{"case", job.case_name}, {"family", job.family}, {"config", job.config}, {"level", job.level},
+                     {"arch", job.arch}, {"state", state}, {"nvrtc_s", job.seconds}, {"error", job.error}});
+    else if (!args.quiet || !job.error.empty())
+      std::printf("%-42s %-7s %-9s %-8s %6.0f ms  %s%s\n", job.case_name.c_str(), job.arch.c_str(), job.level.c_str(),
+                  state.c_str(), job.seconds * 1000.0, job.config.c_str(),
+                  job.error.empty() ? "" : ("\n  " + job.error).c_str());
+  }
+  const std::string write_error = binaries.last_write_error();
+  if (common.json) {
+    std::cout << json{{"folder", folder.string()}, {"kernels", out}, {"compiled", compiled}, {"cached", cached},
+                      {"failed", failed}, {"nvrtc_s", nvrtc}, {"write_error", write_error}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("%zu kernels in %s: %zu compiled (%.1f s of NVRTC), %zu already there, %zu failed\n", jobs.size(),
+                folder.c_str(), compiled, nvrtc, cached, failed);
+    if (!write_error.empty()) std::printf("  not written: %s\n", write_error.c_str());
+  }
+  return failed == 0 && write_error.empty() ? 0 : kExitError;
 }
 
 namespace {
@@ -803,12 +930,19 @@ int cache_revalidate(const Common& common, const std::string& family_name, int r
 int cache_paths(const Common& common) {
   const std::filesystem::path user = cache_path(common);
   const InstalledFiles files = installed_files();
-  std::vector<std::string> shipped;
+  std::vector<std::string> shipped, kernels;
   if (!common.no_shipped)
-    for (const auto& p : files.shipped_caches) shipped.push_back(p.string());
+    for (const auto& p : files.shipped_caches) {
+      shipped.push_back(p.string());
+      std::error_code ec;
+      const std::string dir = (p.parent_path() / "kernels").string();
+      if (std::filesystem::is_directory(dir, ec) && std::find(kernels.begin(), kernels.end(), dir) == kernels.end())
+        kernels.push_back(dir);
+    }
   const std::string worker = files.worker.string(), note = default_cache_dir_note();
   if (common.json) {
-    json out = {{"user_cache", user.string()}, {"shipped_caches", shipped}, {"worker", worker}};
+    json out = {{"user_cache", user.string()}, {"shipped_caches", shipped}, {"shipped_kernels", kernels},
+                {"worker", worker}};
     if (!note.empty()) out["note"] = note;
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -818,6 +952,8 @@ int cache_paths(const Common& common) {
   if (shipped.empty()) std::printf("shipped caches none found%s\n", common.no_shipped ? " (--no-shipped)" : "");
   for (std::size_t i = 0; i < shipped.size(); ++i)
     std::printf("%s%s\n", i == 0 ? "shipped caches " : "               ", shipped[i].c_str());
+  for (std::size_t i = 0; i < kernels.size(); ++i)
+    std::printf("%s%s\n", i == 0 ? "shipped kernels " : "                ", kernels[i].c_str());
   std::printf("worker         %s\n", worker.empty() ? "not found (tuning measures in-process only with --in-process)"
                                                      : worker.c_str());
   return 0;

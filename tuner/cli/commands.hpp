@@ -39,6 +39,14 @@ struct TuneArgs {
   std::string configs;                         ///< "a=1,b=2;a=2,b=2": time only these (and the default).
 };
 
+struct WarmupArgs {
+  std::vector<std::string> only_families;  ///< Only these families of the suite.
+  std::string into;                        ///< Binary folder to fill ("" = the runtime's, <user cache>/kernels).
+  bool all_devices = false;                ///< Without a GPU: every device the caches hold records for.
+  unsigned threads = 0;                    ///< NVRTC threads (0 = all cores).
+  bool quiet = false;                      ///< Only the summary line (and failures).
+};
+
 int devices(const Common& common);
 int tune(const Common& common, const TuneArgs& args);
 int explain(const Common& common, const std::string& family, const std::map<std::string, std::string>& problem,
@@ -55,6 +63,10 @@ int cache_import(const Common& common, const std::string& file, bool trust);
 int cache_import_verified(const Common& common, const std::string& file);
 int cache_merge(const Common& common, const std::string& file, bool trust);
 int cache_revalidate(const Common& common, const std::string& family, int runners_up);
+/// Compiles the kernel each default-suite case would run (the config explain decides: on this GPU, or without one
+/// for --device-name / every device with --all-devices) into a binary folder, so a later process's first call on
+/// that case loads a module instead of running NVRTC. Needs no GPU.
+int warmup(const Common& common, const WarmupArgs& args);
 /// Where this jitune looks: the user cache (and any note about its folder), the shipped caches it found, the
 /// tuner's worker. Needs no GPU.
 int cache_paths(const Common& common);
