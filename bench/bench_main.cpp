@@ -23,17 +23,59 @@ using namespace jitune;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// The first call of this process on `family_name`'s first default-suite case (elementwise: mul_float32_1048576, the
+// case this figure has always used): the decision, the kernel's binary (the user's folder, the shipped kernels or
+// NVRTC) and module, the launch and its completion, timed on the host. The CUDA context, the workload's upload
+// and its CPU reference come before the clock; the result is checked against the reference after it.
+json first_call_of(const std::string& family_name, RuntimeOptions o, bool no_binaries) {
+  if (no_binaries) o.disk_binary_cache = false;
+  Runtime rt(o);
+  const Family& f = family(family_name);
+  const auto suite = f.default_suite();
+  if (suite.empty()) throw InvalidArgument("jitune_bench --first-call: " + family_name + " has no default-suite case");
+  auto chosen = suite.front();
+  for (const auto& c : suite)
+    if (c.first == "mul_float32_1048576") chosen = c;
+  const auto problem = f.parse_problem(chosen.second);
+  const Workload w = f.workload(*problem, 7);
+  tuner::DeviceWorkload dw(f, *problem, w, f.reference(*problem, w));
+  driver::StreamHandle stream;
+  dw.reset_outputs(stream.get());
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+  Runtime::Impl& impl = internal::impl(rt);
+  const auto t0 = Clock::now();
+  const Config config = impl.decide(f, *problem).config;
+  const Kernel& k = impl.kernel(f, *problem, config);
+  dw.prepare_launch(k.prep, stream.get());
+  KernelArgs args;
+  f.kernel_args(*problem, config, dw.bindings(k.prep), args);
+  impl.launch(k, args, stream.get());
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const std::size_t compiles = impl.compiler.compile_count();
+  tuner::TunerKernels kernels(impl);
+  const std::string mismatch = tuner::DeviceComparer(kernels).compare(dw, stream.get());
+  return {{"family", family_name}, {"case", chosen.first}, {"first_call_ms", ms}, {"nvrtc_compiles", compiles},
+          {"level", std::string(match_level_name(rt.explain(family_name, problem->signature()).level))},
+          {"binaries", no_binaries ? "none" : "user folder and shipped kernels"},
+          {"shipped_kernel_folders", impl.shipped_binaries.size()}, {"correct", mismatch.empty()},
+          {"error", mismatch}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"jitune_bench: the public cases through the runtime API"};
   std::string json_out, cache;
-  bool first_call = false, list = false;
+  bool first_call = false, list = false, no_binaries = false;
   std::vector<std::string> only;
   app.add_option("--family", only, "only these families' cases");
   app.add_option("--json", json_out, "write results here");
   app.add_option("--cache", cache, "user tuning cache file (default: the default cache)");
-  app.add_flag("--first-call", first_call, "time only this process's first elementwise call (warm disk cache)");
+  app.add_flag("--first-call", first_call, "time only this process's first call, on the first default-suite case of "
+                                          "--family (default elementwise: mul_float32_1048576)");
+  app.add_flag("--no-binaries", no_binaries, "with --first-call: no binary folders (the user's or the shipped "
+                                             "kernels), so the call compiles with NVRTC");
   app.add_flag("--list", list, "print each case as family<TAB>name<TAB>signature (when known) and exit");
   CLI11_PARSE(app, argc, argv);
   if (list) {
@@ -50,24 +92,11 @@ int main(int argc, char** argv) {
     RuntimeOptions o;
     if (!cache.empty()) o.user_cache = cache;
     if (first_call) {
-      Runtime rt(o);  // creates the CUDA context: excluded from the measured call, as the acceptance states
-      driver::DeviceBuffer x(1 << 22), y(1 << 22), z(1 << 22);
-      JITUNE_CU_CHECK(cuMemsetD32(x.get(), 0x3f800000u, 1 << 20));
-      JITUNE_CU_CHECK(cuMemsetD32(y.get(), 0x40000000u, 1 << 20));
-      const void* ins[] = {x.data(), y.data()};
-      const auto t0 = Clock::now();
-      elementwise(rt, "z = x * y", ins, z.data(), 1 << 20, DType::kFloat32);
-      JITUNE_CU_CHECK(cuCtxSynchronize());
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      float v = 0;
-      JITUNE_CU_CHECK(cuMemcpyDtoH(&v, z.get() + 4 * 12345, 4));
-      const json r = {{"first_call_ms", ms}, {"nvrtc_compiles", internal::impl(rt).compiler.compile_count()},
-                      {"level", std::string(match_level_name(
-                                    rt.explain("elementwise", elementwise_signature("z = x * y", 1 << 20, DType::kFloat32)).level))},
-                      {"correct", v == 2.0f}};
+      if (only.size() > 1) throw InvalidArgument("jitune_bench --first-call: one --family a process (a first call)");
+      const json r = first_call_of(only.empty() ? "elementwise" : only.front(), o, no_binaries);
       std::printf("%s\n", r.dump().c_str());
       if (!json_out.empty()) std::ofstream(json_out) << r.dump(2) << "\n";
-      return 0;
+      return r["correct"].get<bool>() ? 0 : 1;
     }
     Runtime tuned(o);
     RuntimeOptions d;

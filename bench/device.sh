@@ -5,7 +5,8 @@
 # With "python" (or all): the Python package's tests (the wheel installed into build-py/site, carried), its bench
 # beside PyTorch, and the join with the C++ bench of the same run (needs bench's jitune.json and torch.json).
 # With "inductor": the C++ bench and PyTorch eager + torch.compile (Inductor, max-autotune) side by side.
-#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|all] [family ...]   (default: all, every family)
+# With "firstcall": the first call of a new process per family, with the shipped kernels and with NVRTC.
+#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|firstcall|all] [family ...]   (default: all)
 set -uo pipefail
 what=${1:-all}
 shift || true
@@ -58,6 +59,24 @@ if [ "$what" = inductor ]; then
   python3 bench/peer_torch.py --inductor --json "$out/torch_inductor.json" "${peer_args[@]}" || status=1
   python3 bench/compare.py "$out/jitune.json" "$out/torch_inductor.json" --markdown "$out/table_inductor.md" |
     grep -E "at or above|Behind"
+fi
+if [ "$what" = firstcall ]; then
+  # Issue 19: the first call of a new process per family (empty user folder), with the shipped kernels and without
+  # any binary folder (NVRTC), each in its own process.
+  fams=("${families[@]}")
+  [ ${#fams[@]} -eq 0 ] && fams=(elementwise permute upsample_nearest2d scatter_add conv2d reduce_rows)
+  : > "$out/first_call.jsonl"
+  for f in "${fams[@]}"; do
+    for mode in shipped nvrtc nvrtc shipped; do
+      dir=$(mktemp -d)
+      extra=()
+      [ "$mode" = nvrtc ] && extra=(--no-binaries)
+      JITUNE_CACHE_DIR=$dir "$build/jitune_bench" --first-call --family "$f" "${extra[@]}" >> "$out/first_call.jsonl" ||
+        status=1
+      rm -rf "$dir"
+    done
+  done
+  cat "$out/first_call.jsonl"
 fi
 if [ "$what" = python ] || [ "$what" = all ]; then
   export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}
