@@ -3,16 +3,16 @@
 
 #include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-#include <atomic>
-#include <algorithm>
-#include <nlohmann/json.hpp>
 
 #include <jitune/runtime.hpp>
 
