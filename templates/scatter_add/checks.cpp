@@ -31,6 +31,12 @@ Config heuristic(const ScatterAddProblem& p, const DeviceInfo& device) {
       c.set(p.workspace_possible() ? "workspace" : "atomic", 1);
     else
       c.set("atomic", p.row_length() >= 2 ? kPacked : kFast);
+    // Rows of whole pairs: one vector load and one vector reduction per unit of up to 16 bytes.
+    if (c.at("atomic") == kPacked && p.row_length() % 2 == 0) {
+      std::int64_t vec = 16 / static_cast<std::int64_t>(dtype_size(p.dtype()));
+      while (p.row_length() % vec != 0) vec /= 2;
+      c.set("vec", vec);
+    }
   }
   return c;
 }
@@ -58,7 +64,24 @@ std::string check(const ScatterAddProblem& p, const Config& config, const Device
              " registers a thread of a " + std::to_string(block) + "-thread block has";
     return {};
   }
-  if (vec != 1) return "vec is a dot parameter; index_add takes vec=1";
+  if (vec != 1) {
+    const std::int64_t bytes = vec * static_cast<std::int64_t>(dtype_size(p.dtype()));
+    if (bytes > 16)
+      return "vec " + std::to_string(vec) + " loads " + std::to_string(bytes) +
+             " bytes; the widest vector load is 16 bytes";
+    if (atomic != kPacked || prereduce != 0)
+      return "index_add's vector units (vec > 1) add with packed vector reductions: they take atomic=2 and "
+             "prereduce=0";
+    if (p.row_length() % vec != 0)
+      return "index_add's vector units need rows of a multiple of vec elements; row_length " +
+             std::to_string(p.row_length()) + " is not a multiple of " + std::to_string(vec);
+    // Each unit in flight holds its vector, its index and its source row and unit: bytes / 4 + 4 registers.
+    const std::int64_t budget = device.registers_per_block / block, items = config.at("items");
+    if (items * (bytes / 4 + 4) > budget / 2)
+      return "items " + std::to_string(items) + " vector units of " + std::to_string(bytes) +
+             " bytes need more than half of the " + std::to_string(budget) + " registers a thread of a " +
+             std::to_string(block) + "-thread block has";
+  }
   const bool float_acc = p.dtype() == DType::kFloat32 || workspace == 1;
   if (workspace == 1 && p.dtype() == DType::kFloat32)
     return "a float32 destination accumulates in float already: workspace=1 is for float16 and bfloat16";

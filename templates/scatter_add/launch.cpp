@@ -19,9 +19,14 @@ KernelSource source(const ScatterAddProblem& p, const Config& config) {
   }
   const std::int64_t units = units_per_row(p, config, 1);
   const std::string index = p.count() > limit / std::max<std::int64_t>(units, 1) ? "long long" : "int";
+  const std::string index_type = p.index_dtype() == DType::kInt32 ? "int" : "long long";
+  if (config.at("vec") > 1)
+    return {"#include \"scatter_add/scatter_add.cuh\"\n",
+            "jitune::sa::index_add_vec<" + type + ", " + index_type + ", " +
+                (config.at("workspace") ? "true" : "false") + ", " + block + ", " + items + ", " +
+                std::to_string(config.at("vec")) + ", " + index + ">"};
   return {"#include \"scatter_add/scatter_add.cuh\"\n",
-          "jitune::sa::index_add<" + type + ", " + (p.index_dtype() == DType::kInt32 ? "int" : "long long") +
-              ", " + std::to_string(config.at("atomic")) + ", " +
+          "jitune::sa::index_add<" + type + ", " + index_type + ", " + std::to_string(config.at("atomic")) + ", " +
               (config.at("workspace") ? "true" : "false") + ", " + std::to_string(config.at("prereduce")) +
               ", " + block + ", " + items + ", " + index + ">"};
 }
@@ -71,6 +76,7 @@ std::int64_t block_slice_elements(const ScatterAddProblem& p) {
 }
 
 std::int64_t units_per_row(const ScatterAddProblem& p, const Config& config, int parity) {
+  if (config.at("vec") > 1) return p.row_length() / config.at("vec");
   if (config.at("atomic") != kPacked || config.at("prereduce") == 2) return p.row_length();
   const std::int64_t d = p.row_length();
   const int acc_parity = config.at("workspace") ? 0 : parity;
@@ -90,6 +96,17 @@ void push_index_add_args(const ScatterAddProblem& p, const Config& config, void*
   args.push(static_cast<long long>(units_per_row(p, config, parity)));
   args.push(parity);
   args.push(alpha);
+}
+
+int index_add_vec(const ScatterAddProblem& p, const Config& config, const void* dst, const void* src) noexcept {
+  const auto es = static_cast<std::uintptr_t>(dtype_size(p.dtype()));
+  const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
+  int vec = static_cast<int>(config.at("vec"));
+  // The workspace (when used) is aligned by the runtime; the destination is then only read element-wise.
+  while (vec > 1 && (s % (es * static_cast<std::uintptr_t>(vec)) != 0 ||
+                     (!config.at("workspace") && d % (es * static_cast<std::uintptr_t>(vec)) != 0)))
+    vec /= 2;
+  return vec;
 }
 
 DotAlignment dot_alignment(const void* x, const void* y, std::size_t element_size, int max_vec,

@@ -32,7 +32,11 @@ class ScatterAddFamily final : public Family {
              {1, 2, 4, 8},
              "index_add: units each thread loads before issuing its atomics; dot: vectors per operand per "
              "step"},
-            {"vec", {1, 2, 4, 8}, "dot: elements per vector load (<= 16 bytes); index_add: 1"},
+            {"vec",
+             {1, 2, 4, 8},
+             "elements per vector load (<= 16 bytes); index_add: >1 takes a unit of vec row elements per "
+             "vector load and vector reduction (packed atomics, no pre-reduction, rows a multiple of vec), "
+             "narrowed per call to the pointers' alignment"},
         }) {}
 
   std::string_view name() const override { return "scatter_add"; }
@@ -100,20 +104,21 @@ class ScatterAddFamily final : public Family {
     return {};
   }
 
-  // dot: slot log2(vec) of the widest vector x and y share; index_add kernels take any alignment.
+  // Slot log2(vec): dot, the widest vector x and y share; index_add, the widest unit the source (and, without
+  // the workspace, the destination) is aligned to (the scalar / pair kernel takes any alignment).
   int variant(const Problem& problem, const Config& tuned, const Bindings& b) const override {
     const auto& p = static_cast<const ScatterAddProblem&>(problem);
-    if (p.op() != Op::kDot) return 0;
+    if (p.op() != Op::kDot)
+      return std::countr_zero(static_cast<unsigned>(index_add_vec(p, tuned, b.pointers[0], b.pointers[2])));
     const DotAlignment a = dot_alignment(b.pointers[0], b.pointers[1], dtype_size(p.dtype()),
                                          static_cast<int>(tuned.at("vec")), p.count());
     return std::countr_zero(static_cast<unsigned>(a.vec));
   }
 
-  Config variant_config(const Problem& problem, const Config& tuned, int slot,
+  Config variant_config(const Problem&, const Config& tuned, int slot,
                         const DeviceInfo&) const override {
     Config c = tuned;
-    if (static_cast<const ScatterAddProblem&>(problem).op() == Op::kDot)
-      c.set("vec", std::int64_t{1} << slot);
+    c.set("vec", std::int64_t{1} << slot);
     return c;
   }
 
@@ -144,6 +149,9 @@ class ScatterAddFamily final : public Family {
       push_dot_args(p, a, b.pointers[0], b.pointers[1], b.at(2), b.workspace, args);
       return;
     }
+    if (index_add_vec(p, config, b.pointers[0], b.pointers[2]) != config.at("vec"))
+      throw Error("jitune internal error: index_add buffers do not allow vec=" +
+                  std::to_string(config.at("vec")));
     push_index_add_args(p, config, b.at(0), b.pointers[1], b.pointers[2], b.workspace,
                         static_cast<float>(b.scalar(0, 1.0)), args);
   }

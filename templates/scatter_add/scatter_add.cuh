@@ -154,6 +154,21 @@ __device__ __forceinline__ void flush_bins(Acc* acc, const float* bins, long lon
   }
 }
 
+/// The source row, the unit within it and the target row (index[row], or -1 past the end) of this thread's
+/// kItems units of the tile starting at unit `base` (unit u: base + k * kBlock + threadIdx.x).
+template <int kBlock, int kItems, class I, class Index>
+__device__ __forceinline__ void locate_units(Index base, Index units, Index total, const I* index,
+                                             Index (&row)[kItems], Index (&unit)[kItems],
+                                             long long (&target_row)[kItems]) {
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const Index u = base + static_cast<Index>(k) * kBlock + static_cast<Index>(threadIdx.x);
+    row[k] = units == 1 ? u : u / units;
+    unit[k] = u - row[k] * units;
+    target_row[k] = u < total ? static_cast<long long>(index[row[k]]) : -1;
+  }
+}
+
 // Tunables (host names in brackets):
 //   kAtomic     [atomic]:    AtomicKind; 0 plain, 1 fast, 2 packed.
 //   kWorkspace  [workspace]: accumulate in a zeroed float workspace, the last block adds it into dst (16-bit
@@ -197,13 +212,7 @@ __global__ void __launch_bounds__(kBlock, 1)
        base += static_cast<Index>(gridDim.x) * tile) {
     Index row[kItems], unit[kItems];
     long long target_row[kItems];
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      const Index u = base + static_cast<Index>(k) * kBlock + static_cast<Index>(threadIdx.x);
-      row[k] = units == 1 ? u : u / units;
-      unit[k] = u - row[k] * units;
-      target_row[k] = u < total ? static_cast<long long>(index[row[k]]) : -1;
-    }
+    locate_units<kBlock, kItems>(base, units, total, index, row, unit, target_row);
     long long target[kItems];  // flat dst element of the unit's first column
     float v0[kItems], v1[kItems];
     int width[kItems];  // columns the unit adds: 0 (none or index out of range), 1, or 2 (a packed pair)
@@ -268,6 +277,117 @@ __global__ void __launch_bounds__(kBlock, 1)
     flush_bins<Acc, kAtomic, kBlock>(acc, bins, s0, s1, numel, acc_parity);
   }
   if constexpr (kWorkspace) finish_workspace<T, kBlock>(dst, workspace, numel);
+}
+
+template <class T>
+struct IsHalf {
+  static constexpr bool value = false;
+};
+template <>
+struct IsHalf<__half> {
+  static constexpr bool value = true;
+};
+
+/// Two 16-bit values as one 32-bit register, `lo` at the lower address (a half2 / bfloat162 pair).
+template <class T>
+__device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
+  const T a = from_float<T>(lo), b = from_float<T>(hi);
+  return static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&a)) |
+         (static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&b)) << 16);
+}
+
+/// Adds v[0..kVec) to acc[0..kVec); `acc` is aligned to kVec elements. From sm_90 one vector reduction per 16
+/// bytes (red.global.add.v2/v4.f32, or .f16x2 / .bf16x2 pairs as one, two or four registers); before, pair
+/// atomics (half2 anywhere, bfloat162 as the hardware has it) or, for float, one atomic per element.
+template <class Acc, int kVec>
+__device__ __forceinline__ void vector_red_add(Acc* acc, const float (&v)[kVec]) {
+#if __CUDA_ARCH__ >= 900
+  constexpr bool kVectorRed = true;
+#else
+  constexpr bool kVectorRed = false;
+#endif
+  if constexpr (sizeof(Acc) == 4) {
+    if constexpr (kVectorRed && kVec >= 2) {
+      constexpr int kChunk = kVec >= 4 ? 4 : 2;
+#pragma unroll
+      for (int c = 0; c < kVec; c += kChunk) {
+        const size_t a = __cvta_generic_to_global(acc + c);
+        if constexpr (kChunk == 4)
+          asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(v[c]), "f"(v[c + 1]),
+                       "f"(v[c + 2]), "f"(v[c + 3])
+                       : "memory");
+        else
+          asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(a), "f"(v[c]), "f"(v[c + 1]) : "memory");
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) atomicAdd(reinterpret_cast<float*>(acc) + e, v[e]);
+    }
+  } else {
+    static_assert(kVec % 2 == 0, "16-bit vector units hold whole pairs");
+    if constexpr (kVectorRed && kVec >= 4) {
+      constexpr bool kHalf = IsHalf<Acc>::value;  // else bfloat16
+      unsigned r[kVec / 2];
+#pragma unroll
+      for (int e = 0; e < kVec / 2; ++e) r[e] = pack_pair<Acc>(v[2 * e], v[2 * e + 1]);
+      const size_t a = __cvta_generic_to_global(acc);
+      if constexpr (kVec == 8) {
+        if constexpr (kHalf)
+          asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};" ::"l"(a), "r"(r[0]), "r"(r[1]),
+                       "r"(r[2]), "r"(r[3])
+                       : "memory");
+        else
+          asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};" ::"l"(a), "r"(r[0]), "r"(r[1]),
+                       "r"(r[2]), "r"(r[3])
+                       : "memory");
+      } else {
+        if constexpr (kHalf)
+          asm volatile("red.global.add.noftz.v2.f16x2 [%0], {%1, %2};" ::"l"(a), "r"(r[0]), "r"(r[1]) : "memory");
+        else
+          asm volatile("red.global.add.noftz.v2.bf16x2 [%0], {%1, %2};" ::"l"(a), "r"(r[0]), "r"(r[1]) : "memory");
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kVec; e += 2) pair_atomic_add(acc + e, from_float<Acc>(v[e]), from_float<Acc>(v[e + 1]));
+    }
+  }
+}
+
+// Tunables: those of index_add with kAtomic packed and no pre-reduction, plus
+//   kVec [vec]: elements per unit, 2, 4 or 8 (16 bytes at most): one vector load of the source and one vector
+//               reduction (vector_red_add) per unit. The host gives it rows of a multiple of kVec elements and
+//               source (and, without the workspace, destination) pointers aligned to kVec elements.
+// Same arguments as index_add (units_per_row = row_length / kVec; parity is unused: every unit is aligned).
+template <class T, class I, bool kWorkspace, int kBlock, int kItems, int kVec, class Index>
+__global__ void __launch_bounds__(kBlock, 1)
+    index_add_vec(T* dst, const I* index, const T* src, float* workspace, long long rows, long long count,
+                  long long row_length, long long units_per_row, int /*parity*/, float alpha) {
+  using Acc = typename Select<kWorkspace, float, T>::type;
+  Acc* acc = kWorkspace ? reinterpret_cast<Acc*>(workspace) : reinterpret_cast<Acc*>(dst);
+  const Index units = static_cast<Index>(units_per_row);
+  const Index total = static_cast<Index>(count) * units;
+  const Index tile = static_cast<Index>(kBlock) * kItems;
+  for (Index base = static_cast<Index>(blockIdx.x) * tile; base < total;
+       base += static_cast<Index>(gridDim.x) * tile) {
+    Index row[kItems], unit[kItems];
+    long long target_row[kItems];
+    locate_units<kBlock, kItems>(base, units, total, index, row, unit, target_row);
+    Pack<T, kVec> value[kItems];
+#pragma unroll
+    for (int k = 0; k < kItems; ++k)
+      if (target_row[k] >= 0 && target_row[k] < rows)
+        value[k] = *reinterpret_cast<const Pack<T, kVec>*>(src + static_cast<long long>(row[k]) * row_length +
+                                                           static_cast<long long>(unit[k]) * kVec);
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      if (target_row[k] < 0 || target_row[k] >= rows) continue;
+      float v[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) v[e] = to_float(value[k].v[e]) * alpha;
+      vector_red_add<Acc, kVec>(acc + target_row[k] * row_length + static_cast<long long>(unit[k]) * kVec, v);
+    }
+  }
+  if constexpr (kWorkspace) finish_workspace<T, kBlock>(dst, workspace, rows * row_length);
 }
 
 /// Block-wide float sum (every thread calls; the result is valid in thread 0).

@@ -85,9 +85,14 @@ std::int64_t block_slices(const ScatterAddProblem& problem);
 /// Float bins per slice (even; the dynamic shared memory is 4 bytes each).
 std::int64_t block_slice_elements(const ScatterAddProblem& problem);
 
-/// Pair units per row the index_add kernel walks for `config` when the accumulation target starts at element
+/// Units per row the index_add kernel walks: vec-element units with vec > 1, else pair units for `config` when the accumulation target starts at element
 /// parity `parity` (the destination's element offset modulo 2, or 0 in the float workspace).
 std::int64_t units_per_row(const ScatterAddProblem& problem, const Config& config, int parity);
+
+/// The vec (elements per unit) index_add can use for these pointers: config's vec, halved until the source and,
+/// without the workspace, the destination are aligned to it (1: the scalar / pair kernel).
+int index_add_vec(const ScatterAddProblem& problem, const Config& config, const void* dst,
+                  const void* src) noexcept;
 
 /// Lays out the index_add kernel's arguments. `workspace` must be a zeroed buffer of
 /// problem.workspace_bytes() when config has workspace=1 (else it may be null).

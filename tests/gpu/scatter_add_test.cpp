@@ -165,15 +165,24 @@ Coverage coverage;
 
 // Runs one config directly (bypassing the dispatcher) so every strategy is exercised on this device; a config
 // the family rules out here (counted in `coverage`) is left out.
-void run_config(Runtime& rt, const Case& c, const Config& config, std::uint64_t seed) {
+// A vector config (vec > 1) is narrowed to the pointers' alignment as the dispatcher does (Family::variant), and
+// `vector_units` counts the runs that kept vec > 1.
+int vector_units = 0;
+void run_config(Runtime& rt, const Case& c, const Config& tuned, std::uint64_t seed) {
   auto problem = std::make_unique<templates::scatter_add::ScatterAddProblem>(
       templates::scatter_add::ScatterAddProblem::index_add(c.dtype, c.index_dtype, c.rows, c.count, c.row_length));
-  if (!fam().validate(*problem, config, rt.device()).empty()) {
+  if (!fam().validate(*problem, tuned, rt.device()).empty()) {
     ++coverage.illegal;
     return;
   }
   ++coverage.ran;
   Prepared p = prepare(c, seed);
+  const void* dst_src[] = {p.dst_ptr(), nullptr, p.src->at(c.src_offset * p.es)};
+  const std::uint8_t any_alignment[] = {1, 1, 1};
+  const int slot = fam().variant(*problem, tuned, Bindings{dst_src, any_alignment, nullptr, {}});
+  const Config config = fam().variant_config(*problem, tuned, slot, rt.device());
+  REQUIRE(fam().validate(*problem, config, rt.device()).empty());
+  if (config.at("vec") > 1) ++vector_units;
   driver::DeviceBuffer ws(std::max<std::size_t>(problem->workspace_bytes(), 4));
   JITUNE_CU_CHECK(cuMemsetD8(ws.get(), 0, ws.bytes()));
   Runtime::Impl& impl = internal::impl(rt);
@@ -207,6 +216,15 @@ std::vector<Config> strategies() {
                          {"block", t[3]},
                          {"items", t[4]},
                          {"vec", 1}});
+  // Vector units (illegal where the row length or the dtype's 16 bytes forbid them).
+  const std::int64_t vectors[][5] = {{0, 256, 4, 2, 0}, {0, 128, 2, 8, 0}, {1, 512, 1, 4, 0}, {1, 256, 8, 8, 0}};
+  for (const auto& v : vectors)
+    out.push_back(Config{{"atomic", 2},
+                         {"workspace", v[0]},
+                         {"prereduce", v[4]},
+                         {"block", v[1]},
+                         {"items", v[2]},
+                         {"vec", v[3]}});
   return out;
 }
 
@@ -215,8 +233,9 @@ TEST_CASE("every strategy matches the reference: dtypes, index types, row length
   Runtime rt(test::isolated_options(dir));
   coverage = {};
   std::uint64_t seed = 100;
+  vector_units = 0;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32})
-    for (std::int64_t d : {1, 2, 3, 64, 65})
+    for (std::int64_t d : {1, 2, 3, 8, 64, 65})
       for (const Config& config : strategies()) {
         Case c;
         c.dtype = dtype;
@@ -257,6 +276,8 @@ TEST_CASE("every strategy matches the reference: dtypes, index types, row length
         }
       }
   coverage.report("every strategy");
+  MESSAGE(vector_units, " runs with vector units");
+  CHECK(vector_units > 0);
 }
 
 TEST_CASE("exact integer sums under heavy contention with float accumulation (float32 and the workspace)") {

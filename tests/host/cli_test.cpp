@@ -158,6 +158,10 @@ TEST_CASE("bad command lines are clear errors with distinct exit codes") {
     CHECK_MESSAGE(r.code == 2, extra, ": ", r.out);
     CHECK_MESSAGE(r.out.find("jitune tune: --") != std::string::npos, extra, ": ", r.out);
   }
+  // `--family a b` would read b as the family subcommand and drop it from the suite: an error that says how.
+  Result two = run("tune --suite default --family scatter_add elementwise_view --dry-run");
+  CHECK(two.code == 2);
+  CHECK_MESSAGE(two.out.find("--family a --family elementwise_view") != std::string::npos, two.out);
   // With --json every error is one JSON object on stdout; messages never repeat their "jitune" prefix.
   for (const char* line : {"--json tune nosuch", "--json frobnicate", "--json tune elementwise --dtype float32 "
                            "--n 10 --dry-run", "--json --cache /nonexistent/dir/c.sqlite cache export /tmp/x.jsonl",

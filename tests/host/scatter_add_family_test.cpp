@@ -113,7 +113,17 @@ TEST_CASE("constraints: what each strategy needs, and the heuristic is legal") {
   CHECK(fam().check(*f16, config(0, 1, 0), h100).empty());
   CHECK(fam().check(*f16, config(1, 1, 0), h100).find("plain") != std::string::npos);
   CHECK(fam().check(*huge, config(0, 1, 0), h100).find("2097152") != std::string::npos);
-  CHECK(fam().check(*f16, config(0, 0, 0, 256, 4, 2), h100).find("vec") != std::string::npos);
+  // Vector units: packed, no pre-reduction, whole units per row, 16 bytes at most.
+  CHECK(fam().check(*f16, config(2, 0, 0, 256, 4, 2), h100).find("multiple of vec") != std::string::npos);
+  CHECK(fam().check(*rows, config(2, 0, 0, 256, 4, 8), h100).empty());
+  CHECK(fam().check(*rows, config(2, 1, 0, 256, 4, 8), h100).empty());
+  CHECK(fam().check(*rows, config(2, 0, 1, 256, 4, 8), h100).find("prereduce=0") != std::string::npos);
+  CHECK(fam().check(*rows, config(1, 0, 0, 256, 4, 8), h100).find("atomic=2") != std::string::npos);
+  CHECK(fam().check(*index_add("float32", 1024, 4096, 64), config(2, 0, 0, 256, 4, 8), h100).find("16 bytes") !=
+        std::string::npos);
+  CHECK(fam().check(*index_add("float16", 1024, 4096, 12), config(2, 0, 0, 256, 4, 8), h100)
+            .find("row_length 12") != std::string::npos);
+  CHECK(fam().check(*index_add("float16", 1024, 4096, 12), config(2, 0, 0, 256, 4, 4), h100).empty());
   // The shared-memory pre-reduction: 65536 elements are two slices of 32768 float bins (128 KB).
   CHECK(templates::scatter_add::block_slices(as_sa(*f16)) == 2);
   CHECK(templates::scatter_add::block_slice_elements(as_sa(*f16)) == 32768);
@@ -301,6 +311,36 @@ TEST_CASE("dot alignment: the widest vector both pointers share, with a scalar h
   CHECK(a.vec == 1);
   a = templates::scatter_add::dot_alignment(at(2), at(2), 2, 8, 3);
   CHECK(a.head == 3);
+}
+
+TEST_CASE("index_add vector units narrow to the source's and the destination's alignment") {
+  alignas(64) static char mem[256];
+  auto at = [](int off) -> const void* { return mem + off; };
+  auto rows = index_add("float16", 1024, 4096, 64);
+  const auto& p = as_sa(*rows);
+  using templates::scatter_add::index_add_vec;
+  CHECK(index_add_vec(p, config(2, 0, 0, 256, 4, 8), at(0), at(64)) == 8);
+  CHECK(index_add_vec(p, config(2, 0, 0, 256, 4, 8), at(8), at(64)) == 4);    // dst 8-byte aligned
+  CHECK(index_add_vec(p, config(2, 0, 0, 256, 4, 8), at(0), at(2)) == 1);     // src 2-byte aligned
+  CHECK(index_add_vec(p, config(2, 1, 0, 256, 4, 8), at(2), at(64)) == 8);    // workspace: dst does not count
+  CHECK(index_add_vec(p, config(2, 1, 0, 256, 4, 8), at(2), at(36)) == 2);
+  CHECK(index_add_vec(p, config(2, 0, 0, 256, 4, 1), at(0), at(0)) == 1);
+  // The dispatcher's slot is log2 of that vec, and its config the tuned one with that vec.
+  const void* pointers[] = {at(8), at(0), at(64)};
+  const std::uint8_t alignment[] = {8, 16, 16};
+  const Config tuned = config(2, 0, 0, 256, 4, 8);
+  const int slot = fam().variant(*rows, tuned, Bindings{pointers, alignment, nullptr, {}});
+  CHECK(slot == 2);
+  CHECK(fam().variant_config(*rows, tuned, slot, nominal_device(90)).at("vec") == 4);
+  CHECK(fam().variant_config(*rows, tuned, 0, nominal_device(90)).at("vec") == 1);
+  CHECK(fam().check(*rows, fam().variant_config(*rows, tuned, 0, nominal_device(90)), nominal_device(90)).empty());
+}
+
+TEST_CASE("the heuristic takes vector units for 16-bit rows of whole pairs") {
+  CHECK(fam().heuristic(*index_add("float16", 16384, 262144, 64), nominal_device(90)).at("vec") == 8);
+  CHECK(fam().heuristic(*index_add("bfloat16", 16384, 262144, 12), nominal_device(90)).at("vec") == 4);
+  CHECK(fam().heuristic(*index_add("float16", 16384, 262144, 3), nominal_device(90)).at("vec") == 1);
+  CHECK(fam().heuristic(*index_add("float32", 16384, 262144, 64), nominal_device(90)).at("vec") == 1);
 }
 
 TEST_CASE("the default suite parses and covers the bench-cases rows and the contention sweep") {

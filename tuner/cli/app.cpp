@@ -251,6 +251,13 @@ std::string CliApp::ignored_tune_options() const {
     return "jitune tune: --budget is the random strategy's sample size; add --strategy random or drop it";
   if (given("--family") && t.suite.empty())
     return "jitune tune: --family filters a suite; add --suite default, or name the family as the subcommand";
+  // `--family a b` reads b as the family subcommand when b names one (CLI11 stops a list at a subcommand).
+  if (!t.suite.empty())
+    for (const auto& [name, sub] : tune_families_.subs)
+      if (*sub)
+        return "jitune tune: --suite tunes a suite, but '" + name +
+               "' was read as a family subcommand; filter the suite with one --family per family (--family a "
+               "--family " + name + ")";
   return {};
 }
 
