@@ -1,10 +1,6 @@
-// elementwise_view bench cases (issue 21): the fused chains a PyTorch user writes, each one jitune kernel over
-// views, against eager PyTorch (two or three kernels) and Inductor in bench/peer/elementwise_view.py.
-//   view_permute_scale_bias: y = x.permute(0, 2, 1) * s + b, x (64, 1024, 1024) float16, s a 0-d tensor, b (1024,)
-//   view_bias_add:           y = x + b, x (8192, 1024) float16, b (1024,)
-//   view_slice_mul:          y = a[:, 1:] * b, a (8192, 1025) float32 (its rows start at every alignment)
-//   view_broadcast3:         y = x * r + c, x (4096, 4096) float16, r (4096,) a row, c (4096, 1) a column
-// Each operand is passed as its merged view (the plan's shape and strides), which names the same elements.
+// elementwise_view bench cases (issue 21): the family's default suite, the fused chains a PyTorch user writes (see
+// views_family.cpp), each one jitune kernel over views, against eager PyTorch (two or three kernels) and Inductor
+// in bench/peer/elementwise_view.py. Each operand is passed as its merged view (the plan's shape and strides).
 // Bandwidth counts what the fused kernel must move: the output once, each input's distinct elements once.
 #include "bench/bench_case.hpp"
 #include "templates/elementwise/views.hpp"
@@ -13,17 +9,6 @@
 namespace jitune::bench {
 namespace {
 
-const std::pair<const char*, const char*> kCases[] = {
-    {"view_permute_scale_bias_float16_64x1024x1024",
-     "dtype=float16;expr=y = x * s + b;layout=inner_transpose;shape=64,1024,1024;"
-     "strides=1048576,1024,1|1048576,1,1024|0,0,0|0,0,1"},
-    {"view_bias_add_float16_8192x1024", "dtype=float16;expr=y = x + b;layout=rows;shape=8192,1024;"
-                                        "strides=1024,1|1024,1|0,1"},
-    {"view_slice_mul_float32_8192x1024", "dtype=float32;expr=y = a * b;layout=rows;shape=8192,1024;"
-                                         "strides=1024,1|1025,1|1024,1"},
-    {"view_broadcast3_float16_4096x4096", "dtype=float16;expr=y = x * r + c;layout=broadcast_column;"
-                                          "shape=4096,4096;strides=4096,1|4096,1|0,1|1,0"},
-};
 
 nlohmann::json run_view(Context& ctx, const std::string& signature) {
   const Family& fam = templates::elementwise::elementwise_view_family();
@@ -64,9 +49,9 @@ nlohmann::json run_view(Context& ctx, const std::string& signature) {
 
 std::vector<Case> view_cases() {
   std::vector<Case> out;
-  for (const auto& [name, signature] : kCases)
-    out.push_back({name, "elementwise_view",
-                   [sig = std::string(signature)](Context& ctx) { return run_view(ctx, sig); }, signature});
+  for (const auto& [name, signature] : templates::elementwise::elementwise_view_family().default_suite())
+    out.push_back({name, "elementwise_view", [sig = signature](Context& ctx) { return run_view(ctx, sig); },
+                   signature});
   return out;
 }
 

@@ -6,7 +6,10 @@
 # beside PyTorch, and the join with the C++ bench of the same run (needs bench's jitune.json and torch.json).
 # With "inductor": the C++ bench and PyTorch eager + torch.compile (Inductor, max-autotune) side by side.
 # With "firstcall": the first call of a new process per family, with the shipped kernels and with NVRTC.
-#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|firstcall|all] [family ...]   (default: all)
+# With "profile": Nsight Compute on one call of jitune and of Inductor per case whose name contains an argument
+#   (bench/python/vs_inductor.py --profile; the arguments are case texts, not families), and Inductor's code.
+#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|firstcall|profile|all] [family ...]
+#   (default: all)
 set -uo pipefail
 what=${1:-all}
 shift || true
@@ -24,15 +27,6 @@ for f in "${families[@]}"; do fam_args+=(--family "$f"); peer_args+=(--family "$
 status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 "$build/jitune" devices | tee -a "$out/gpu.txt"
-# The elementwise_view bench cases (bench/cases_elementwise_view.cpp) are not in the default suite until their
-# records ship: tune them so the bench times tuned kernels.
-tune_views() {
-  if [ ${#families[@]} -eq 0 ] || [[ " ${families[*]} " == *" elementwise_view "* ]]; then
-    "$build/jitune_bench" --list --family elementwise_view | cut -f3 | while read -r sig; do
-      "$build/jitune" tune elementwise_view --signature "$sig" | tail -n 3
-    done | tee "$out/tune_views.txt"
-  fi
-}
 if [ "$what" = tests ] || [ "$what" = all ]; then
   (cd "$build" && ctest --output-on-failure -j1 -L gpu "${ctest_args[@]}" 2>&1) | tee "$out/ctest.log" | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
@@ -43,7 +37,6 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     { /usr/bin/time -f "tune wall %e s" "$build/jitune" tune elementwise --expr 'z = x * y' --dtype float32 --n 134217728 ; } 2>&1 | tee "$out/tune_one.txt"
   fi
   { /usr/bin/time -f "suite wall %e s" "$build/jitune" tune --suite default "${fam_args[@]}" ; } 2>&1 | tee "$out/suite.txt" | grep -v ' candidates, best '
-  tune_views
   "$build/jitune_bench" --json "$out/jitune.json" "${fam_args[@]}" || status=1
   python3 bench/peer_torch.py --json "$out/torch.json" "${peer_args[@]}" || status=1
   python3 bench/compare.py "$out/jitune.json" "$out/torch.json" --markdown "$out/table.md"
@@ -54,7 +47,6 @@ fi
 if [ "$what" = inductor ]; then
   # Inductor beside eager (peer_torch.py --inductor: compile times apart), joined with the jitune bench of the same
   # call; max-autotune compiles each case, so run a few families per call.
-  tune_views
   "$build/jitune_bench" --json "$out/jitune.json" "${fam_args[@]}" || status=1
   python3 bench/peer_torch.py --inductor --json "$out/torch_inductor.json" "${peer_args[@]}" || status=1
   python3 bench/compare.py "$out/jitune.json" "$out/torch_inductor.json" --markdown "$out/table_inductor.md" |
@@ -77,6 +69,16 @@ if [ "$what" = firstcall ]; then
     done
   done
   cat "$out/first_call.jsonl"
+fi
+if [ "$what" = profile ]; then
+  export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}
+  for c in "${families[@]}"; do
+    TORCH_LOGS=output_code ncu --profile-from-start off --clock-control none --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
+      python3 bench/python/vs_inductor.py --profile --case "$c" > "$out/profile_$c.txt" 2>&1 || status=1
+    grep -E '^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|L2 Hit|Grid Size|Block Size|Registers Per|Achieved Occupancy' \
+      "$out/profile_$c.txt" | head -60
+  done
 fi
 if [ "$what" = python ] || [ "$what" = all ]; then
   export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}

@@ -10,7 +10,10 @@ PyTorch eager, Inductor against the case's check), then, in rounds that alternat
   graph_us:  bench_ops.graph_us: calls captured into a CUDA graph (5 a graph for large cases, 100 for small ones),
              replays between events: device time with no host work at all.
 The figure of each side is the median over rounds of each round's median.
-usage: python3 bench/python/vs_inductor.py --json out.json [--case TEXT ...] [--rounds 3]
+With --profile: no timing; after both checks, one call of each side between cudaProfilerStart and Stop, for
+  ncu --profile-from-start off --clock-control none ... python3 bench/python/vs_inductor.py --profile --case X
+(bench/device.sh profile runs that; TORCH_LOGS=output_code shows Inductor's kernel source).
+usage: python3 bench/python/vs_inductor.py --json out.json [--case TEXT ...] [--rounds 3] [--profile]
 """
 import argparse
 import importlib
@@ -38,10 +41,13 @@ def peer_cases():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--json", required=True)
+    ap.add_argument("--json")
+    ap.add_argument("--profile", action="store_true", help="one call of each side for ncu, no timing")
     ap.add_argument("--case", action="append", help="only cases whose name contains this text")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if not args.json and not args.profile:
+        ap.error("--json is required unless --profile")
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -62,6 +68,15 @@ def main():
             compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", fullgraph=True, dynamic=False)
             iok = bool(fcheck(compiled(*fargs)))
             sides = {"jitune": case["run"], "inductor": lambda c=compiled, a=fargs: c(*a)}
+            if args.profile:
+                print(f"{name}: jitune correct {ok}, inductor correct {iok}; profiling one call of each", flush=True)
+                torch.cuda.synchronize()
+                torch.cuda.cudart().cudaProfilerStart()
+                for run in sides.values():
+                    run()
+                torch.cuda.synchronize()
+                torch.cuda.cudart().cudaProfilerStop()
+                continue
             hidden = {k: [] for k in sides}
             graph = {k: [] for k in sides}
             for _ in range(args.rounds):

@@ -445,9 +445,22 @@ class ElementwiseViewFamily final : public Family {
     return expression_output_check(static_cast<const ViewProblem&>(problem).dtype());
   }
 
-  // No default-suite cases yet: they join once tuned on the GPU and shipped, so that `explain --suite default`
-  // stays exact.
-  std::vector<std::pair<std::string, std::string>> default_suite() const override { return {}; }
+  // The fused chains of issue 21 (each operand as its merged view: the plan's shape and strides):
+  //   view_permute_scale_bias: y = x.permute(0, 2, 1) * s + b, x (64, 1024, 1024) float16, s a 0-d tensor, b (1024,)
+  //   view_bias_add:           y = x + b, x (8192, 1024) float16, b (1024,)
+  //   view_slice_mul:          y = a[:, 1:] * b, a (8192, 1025) float32 (its rows start at every alignment)
+  //   view_broadcast3:         y = x * r + c, x (4096, 4096) float16, r (4096,) a row, c (4096, 1) a column
+  std::vector<std::pair<std::string, std::string>> default_suite() const override {
+    return {{"view_permute_scale_bias_float16_64x1024x1024",
+             "dtype=float16;expr=y = x * s + b;layout=inner_transpose;shape=64,1024,1024;"
+             "strides=1048576,1024,1|1048576,1,1024|0,0,0|0,0,1"},
+            {"view_bias_add_float16_8192x1024",
+             "dtype=float16;expr=y = x + b;layout=rows;shape=8192,1024;strides=1024,1|1024,1|0,1"},
+            {"view_slice_mul_float32_8192x1024",
+             "dtype=float32;expr=y = a * b;layout=rows;shape=8192,1024;strides=1024,1|1025,1|1024,1"},
+            {"view_broadcast3_float16_4096x4096",
+             "dtype=float16;expr=y = x * r + c;layout=broadcast_column;shape=4096,4096;strides=4096,1|4096,1|0,1|1,0"}};
+  }
 
  private:
   Space space_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 
 #include <jitune/error.hpp>
 
@@ -316,6 +317,21 @@ TEST_CASE("the elementwise_view family: signatures from calls and options agree,
   const ViewOperand deep{nullptr, nine, nine};
   CHECK_THROWS_WITH_AS(elementwise_view_signature("y = x", std::vector<ViewOperand>{deep}, deep, DType::kFloat32),
                        Contains("at most 8"), InvalidArgument);
+}
+
+TEST_CASE("the elementwise_view family's default suite: the four fused chains of issue 21, canonical, one per layout") {
+  const Family& f = family("elementwise_view");
+  std::set<std::string> names, layouts;
+  for (const auto& [name, signature] : f.default_suite()) {
+    names.insert(name);
+    const auto p = f.parse_problem(signature);
+    CHECK(p->signature() == signature);
+    layouts.insert(signature.substr(signature.find("layout=") + 7,
+                                    signature.find(';', signature.find("layout=")) - signature.find("layout=") - 7));
+  }
+  CHECK(names == std::set<std::string>{"view_permute_scale_bias_float16_64x1024x1024", "view_bias_add_float16_8192x1024",
+                                       "view_slice_mul_float32_8192x1024", "view_broadcast3_float16_4096x4096"});
+  CHECK(layouts == std::set<std::string>{"inner_transpose", "rows", "broadcast_column"});
 }
 
 TEST_CASE("the elementwise_view family: buffers, workload and reference agree; a strided output keeps its gaps") {
