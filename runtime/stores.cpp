@@ -18,6 +18,7 @@
 
 #include "runtime/install_paths.hpp"
 #include "templates/family.hpp"
+#include "templates/sources.hpp"
 
 namespace jitune {
 namespace {
@@ -148,6 +149,12 @@ std::unique_ptr<cache::Store> open_user_store(const std::filesystem::path& path,
   }
 }
 std::string check_with_registry(const cache::Record& record) {
+  // A record of another version of its family's template (stale) is kept as it is: lookups never use it (they
+  // key on this build's template hash), and its config and signature belong to that version's space. So an older
+  // export still imports after a template gains a parameter, and `cache list` shows it as stale.
+  if (const Family* f = find_family(record.key.family);
+      f != nullptr && record.key.template_hash != template_hash(f->template_name()))
+    return {};
   if (std::string why = check_tuned_config(record.key.family, record.key.signature, record.config); !why.empty())
     return why;
   // A shared file must not decide every user's kernel with an impossible time (1e-300 us once replaced a real

@@ -5,10 +5,11 @@ namespace jitune::templates::scatter_add::detail {
 
 Config heuristic(const ScatterAddProblem& p, const DeviceInfo& device) {
   if (p.op() == Op::kDot)
-    return Config{{"atomic", kPlain}, {"workspace", 1},
-                  {"prereduce", 0},   {"block", 256},
-                  {"items", 2},       {"vec", static_cast<std::int64_t>(16 / dtype_size(p.dtype()))}};
-  Config c{{"atomic", kPlain}, {"workspace", 0}, {"prereduce", 0}, {"block", 256}, {"items", 4}, {"vec", 1}};
+    return Config{{"atomic", kPlain}, {"workspace", 1}, {"prereduce", 0},
+                  {"block", 256},     {"items", 2},     {"vec", static_cast<std::int64_t>(16 / dtype_size(p.dtype()))},
+                  {"order", 0},       {"cache", 0}};
+  Config c{{"atomic", kPlain}, {"workspace", 0}, {"prereduce", 0}, {"block", 256},
+           {"items", 4},       {"vec", 1},       {"order", 0},     {"cache", 0}};
   // Few destination elements: lanes of one warp often share a target.
   if (p.dst_elements() <= 1024) c.set("prereduce", 1);
   // A destination that fits in one or two shared-memory slices and several sources per element: accumulate
@@ -64,6 +65,8 @@ std::string check(const ScatterAddProblem& p, const Config& config, const Device
              " registers a thread of a " + std::to_string(block) + "-thread block has";
     return {};
   }
+  if (config.at("order") != 0 || config.at("cache") != 0)
+    return "order and cache are dot parameters; index_add takes order=0 and cache=0";
   if (vec != 1) {
     const std::int64_t bytes = vec * static_cast<std::int64_t>(dtype_size(p.dtype()));
     if (bytes > 16)

@@ -14,8 +14,9 @@ KernelSource source(const ScatterAddProblem& p, const Config& config) {
   if (p.op() == Op::kDot) {
     const std::string index = p.count() > limit ? "long long" : "int";
     return {"#include \"scatter_add/scatter_add.cuh\"\n",
-            "jitune::sa::dot<" + type + ", " + block + ", " + items + ", " +
-                std::to_string(config.at("vec")) + ", " + index + ">"};
+            "jitune::sa::dot<" + type + ", " + block + ", " + items + ", " + std::to_string(config.at("vec")) +
+                ", " + std::to_string(config.at("order")) + ", " + std::to_string(config.at("cache")) + ", " + index +
+                ">"};
   }
   const std::int64_t units = units_per_row(p, config, 1);
   const std::string index = p.count() > limit / std::max<std::int64_t>(units, 1) ? "long long" : "int";

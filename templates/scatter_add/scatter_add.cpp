@@ -37,6 +37,8 @@ class ScatterAddFamily final : public Family {
              "elements per vector load (<= 16 bytes); index_add: >1 takes a unit of vec row elements per "
              "vector load and vector reduction (packed atomics, no pre-reduction, rows a multiple of vec), "
              "narrowed per call to the pointers' alignment"},
+            {"order", {0, 1}, "dot: 0 grid-stride, 1 one contiguous chunk per block; index_add: 0"},
+            {"cache", {0, 2}, "dot: the loads' L2 eviction priority, 0 normal, 2 evict_first; index_add: 0"},
         }) {}
 
   std::string_view name() const override { return "scatter_add"; }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "common/atomics.cuh"
+#include "common/cache_hints.cuh"
 
 namespace jitune {
 namespace sa {
@@ -411,13 +412,14 @@ __device__ __forceinline__ float block_sum(float v) {
 // Tunables (host names in brackets):
 //   kBlock [block]: threads per block; 128, 256, 512, 1024.
 //   kItems [items]: vectors each thread loads per operand before accumulating; 1, 2, 4, 8.
-//   kVec   [vec]:   elements per vector load, kVec * sizeof(T) <= 16 bytes; lowered at run time when x and y
-//   are
+//   kVec   [vec]:   elements per vector load, kVec * sizeof(T) <= 16 bytes; lowered at run time when x and y are
 //                   not equally aligned.
+//   kOrder [order]: 0 grid-stride (the grid sweeps the vectors together), 1 each block sums one contiguous chunk.
+//   kCache [cache]: the loads' L2 eviction priority (CacheHint: 0 normal, 2 evict_first: read once).
 //   Index:          int when n fits in 31 bits with a step to spare, else long long.
 // Arguments: x, y (n elements), head (elements before the first kVec-aligned element of both), out (one
 // element), workspace (kMaxDotBlocks partials + a counter, zero between launches).
-template <class T, int kBlock, int kItems, int kVec, class Index>
+template <class T, int kBlock, int kItems, int kVec, int kOrder, int kCache, class Index>
 __global__ void __launch_bounds__(kBlock)
     dot(const T* x, const T* y, long long n, long long head, T* out, float* workspace) {
   const Index stride = static_cast<Index>(gridDim.x) * kBlock;
@@ -426,23 +428,36 @@ __global__ void __launch_bounds__(kBlock)
   const Index vecs = (static_cast<Index>(n) - static_cast<Index>(head)) / kVec;
   const Pack<T, kVec>* xv = reinterpret_cast<const Pack<T, kVec>*>(x + head);
   const Pack<T, kVec>* yv = reinterpret_cast<const Pack<T, kVec>*>(y + head);
-  for (Index i = first; i < vecs; i += stride * kItems) {
-    Pack<T, kVec> a[kItems], b[kItems];
+  // Sums this thread's vectors i, i + step, ... below end, kItems of them per operand in flight.
+  auto sweep = [&](Index i, Index end, Index step) {
+    for (; i < end; i += step * kItems) {
+      Pack<T, kVec> a[kItems], b[kItems];
 #pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      const Index j = i + static_cast<Index>(k) * stride;
-      if (j < vecs) {
-        a[k] = xv[j];
-        b[k] = yv[j];
+      for (int k = 0; k < kItems; ++k) {
+        const Index j = i + static_cast<Index>(k) * step;
+        if (j < end) {
+          a[k] = load_hinted<kCache>(xv + j);
+          b[k] = load_hinted<kCache>(yv + j);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        if (i + static_cast<Index>(k) * step < end) {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) sum = fmaf(to_float(a[k].v[e]), to_float(b[k].v[e]), sum);
+        }
       }
     }
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      if (i + static_cast<Index>(k) * stride < vecs) {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) sum = fmaf(to_float(a[k].v[e]), to_float(b[k].v[e]), sum);
-      }
-    }
+  };
+  if constexpr (kOrder == 1) {
+    using Unsigned = typename Select<sizeof(Index) == 8, unsigned long long, unsigned>::type;
+    const Index chunk = static_cast<Index>((static_cast<Unsigned>(vecs) + gridDim.x - 1) / gridDim.x);
+    const Index start = static_cast<Index>(blockIdx.x) * chunk;
+    // The step as blockDim.x (== kBlock): with the constant, ptxas capped itself at 32 registers and spilled.
+    sweep(start + static_cast<Index>(threadIdx.x), start + chunk < vecs ? start + chunk : vecs,
+          static_cast<Index>(blockDim.x));
+  } else {
+    sweep(first, vecs, stride);
   }
   // Scalar elements: the head before the aligned part and the tail after it.
   const Index tail = static_cast<Index>(head) + vecs * kVec;

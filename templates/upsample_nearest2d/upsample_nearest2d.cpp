@@ -243,6 +243,8 @@ class UpsampleFamily final : public Family {
             {"block", {128, 256, 512, 1024}, "threads per block"},
             {"items", {1, 2, 4}, "work units each thread loads before it stores"},
             {"waves", {1, 2, 8, 32}, "grid cap: at most waves x (blocks resident on the GPU at once)"},
+            {"cache", {0, 1, 2}, "forward: L2 eviction priority of the input's loads, 0 normal, 1 evict_last (the "
+                                 "input stays in L2 while the larger output streams), 2 evict_first; backward: 0"},
         }) {}
 
   std::string_view name() const override { return "upsample_nearest2d"; }
@@ -319,7 +321,8 @@ class UpsampleFamily final : public Family {
                   {"pack", pack},
                   {"block", 256},
                   {"items", p.backward() ? 1 : 2},
-                  {"waves", 32}};
+                  {"waves", 32},
+                  {"cache", 0}};
   }
 
   std::string check(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
@@ -332,6 +335,9 @@ class UpsampleFamily final : public Family {
       return "the packed 2x kernel (kernel=1) needs an exact x2 rule in both dimensions";
     if (strategy == Strategy::kScatter && !(p.backward() && kernel == KernelKind::kGeneral))
       return "strategy=1 (scatter) applies to the general backward only";
+    if (p.backward() && config.at("cache") != 0)
+      return "cache (the input loads' L2 eviction priority) applies to the forward kernels; the backward takes "
+             "cache=0";
     const std::int64_t pack = config.at("pack");
     const std::int64_t bytes = pack * static_cast<std::int64_t>(dtype_size(p.dtype()));
     if (bytes > 16)
@@ -356,9 +362,11 @@ class UpsampleFamily final : public Family {
     const std::string tail = std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +
                              std::to_string(config.at("items")) + ", " + (p.index64() ? "long long" : "int") + ">";
     std::string name;
+    const std::string cache = std::to_string(config.at("cache"));
     if (!p.backward())
-      name = kernel == KernelKind::kPacked2x ? "jitune::upn::forward_2x<" + t + ", " + layout + ", " + tail
-                                             : "jitune::upn::forward<" + t + ", " + layout + ", " + mode + ", " + tail;
+      name = kernel == KernelKind::kPacked2x
+                 ? "jitune::upn::forward_2x<" + t + ", " + layout + ", " + cache + ", " + tail
+                 : "jitune::upn::forward<" + t + ", " + layout + ", " + mode + ", " + cache + ", " + tail;
     else
       name = kernel == KernelKind::kPacked2x
                  ? "jitune::upn::backward_2x<" + t + ", " + layout + ", " + tail

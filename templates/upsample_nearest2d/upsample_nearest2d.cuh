@@ -12,6 +12,7 @@
 #pragma once
 
 #include "common/atomics.cuh"
+#include "common/cache_hints.cuh"
 #include "common/types.cuh"
 
 namespace jitune {
@@ -101,11 +102,14 @@ __device__ __forceinline__ void load_run(const T* src, T* values) {
 //   grid cap [waves]: set on the host, blocks <= waves * resident blocks per wave.
 //   kStrategy [strategy]: general backward only, 0 gather, 1 scatter.
 //   kernel   [kernel]: which of these kernels runs (1: the 2x ones), chosen by rule, not tuned.
+//   kCache   [cache]:  forward only: the L2 eviction priority of the input's loads (CacheHint: 0 normal, 1
+//                      evict_last, which keeps the input, read by several outputs and often by the next call, in L2
+//                      while the larger output streams through; 2 evict_first).
 //   Index:            int when every index fits in 31 bits, long long otherwise (by rule).
 // Grid-stride loop over the units; `body(u)` does one unit.
 
 /// Forward for exact 2x in both dimensions.
-template <class T, int kLayout, int kPack, int kBlock, int kItems, class Index>
+template <class T, int kLayout, int kCache, int kPack, int kBlock, int kItems, class Index>
 __global__ void __launch_bounds__(kBlock) forward_2x(Params p) {
   const T* __restrict__ src = static_cast<const T*>(p.src);
   T* __restrict__ dst = static_cast<T*>(p.dst);
@@ -120,7 +124,7 @@ __global__ void __launch_bounds__(kBlock) forward_2x(Params p) {
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
       const Index u = base + static_cast<Index>(it) * kBlock;
-      if (u < units) x[it] = reinterpret_cast<const Pack<T, kPack>*>(src)[u];
+      if (u < units) x[it] = load_hinted<kCache>(reinterpret_cast<const Pack<T, kPack>*>(src) + u);
     }
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
@@ -154,7 +158,7 @@ __global__ void __launch_bounds__(kBlock) forward_2x(Params p) {
 }
 
 /// Forward for any scales: each output pack gathers its source elements.
-template <class T, int kLayout, int kMode, int kPack, int kBlock, int kItems, class Index>
+template <class T, int kLayout, int kMode, int kCache, int kPack, int kBlock, int kItems, class Index>
 __global__ void __launch_bounds__(kBlock) forward(Params p) {
   const T* __restrict__ src = static_cast<const T*>(p.src);
   T* __restrict__ dst = static_cast<T*>(p.dst);
@@ -179,7 +183,8 @@ __global__ void __launch_bounds__(kBlock) forward(Params p) {
         const T* in_row = src + (nc * in_h + ih) * in_w;
 #pragma unroll
         for (int k = 0; k < kPack; ++k)
-          y[it].v[k] = in_row[source_index<kMode>(static_cast<int>(j * kPack + k), p.scale_w, in_w, p.identity_w)];
+          y[it].v[k] = load_hinted<kCache>(
+              in_row + source_index<kMode>(static_cast<int>(j * kPack + k), p.scale_w, in_w, p.identity_w));
       } else {
         // row = (n * out_h + oh) * out_w + ow: one output pixel.
         const Index t = row / out_w;
@@ -189,7 +194,7 @@ __global__ void __launch_bounds__(kBlock) forward(Params p) {
         const int ih = source_index<kMode>(oh, p.scale_h, in_h, p.identity_h);
         const int iw = source_index<kMode>(ow, p.scale_w, in_w, p.identity_w);
         const Index c = static_cast<Index>(p.c);
-        y[it] = reinterpret_cast<const Pack<T, kPack>*>(src + ((n * in_h + ih) * in_w + iw) * c)[j];
+        y[it] = load_hinted<kCache>(reinterpret_cast<const Pack<T, kPack>*>(src + ((n * in_h + ih) * in_w + iw) * c) + j);
       }
     }
 #pragma unroll

@@ -215,7 +215,9 @@ std::vector<Config> strategies() {
                          {"prereduce", t[2]},
                          {"block", t[3]},
                          {"items", t[4]},
-                         {"vec", 1}});
+                         {"vec", 1},
+                         {"order", 0},
+                         {"cache", 0}});
   // Vector units (illegal where the row length or the dtype's 16 bytes forbid them).
   const std::int64_t vectors[][5] = {{0, 256, 4, 2, 0}, {0, 128, 2, 8, 0}, {1, 512, 1, 4, 0}, {1, 256, 8, 8, 0}};
   for (const auto& v : vectors)
@@ -224,7 +226,9 @@ std::vector<Config> strategies() {
                          {"prereduce", v[4]},
                          {"block", v[1]},
                          {"items", v[2]},
-                         {"vec", v[3]}});
+                         {"vec", v[3]},
+                         {"order", 0},
+                         {"cache", 0}});
   return out;
 }
 
@@ -313,7 +317,7 @@ TEST_CASE("memcheck: the fast path never touches memory past either end of the d
               7;  // 7 or 21 elements: odd, so the last element's pair neighbour is outside
           const std::int64_t count = 64;
           const Config config{{"atomic", atomic}, {"workspace", 0}, {"prereduce", prereduce},
-                              {"block", 128},     {"items", 2},     {"vec", 1}};
+                              {"block", 128},     {"items", 2},     {"vec", 1},       {"order", 0},     {"cache", 0}};
           auto problem = std::make_unique<templates::scatter_add::ScatterAddProblem>(
               templates::scatter_add::ScatterAddProblem::index_add(dtype, DType::kInt64, rows, count, d));
           const std::size_t numel = static_cast<std::size_t>(rows * d), es = dtype_size(dtype);

@@ -187,7 +187,8 @@ TEST_CASE("the scatter strategy (fast atomic add) through a stored record, every
         rec.key = internal::impl(rt).record_key(fam(), p);
         rec.group = p.group();
         rec.features = p.features();
-        rec.config = Config{{"kernel", 0}, {"strategy", 1}, {"pack", 2}, {"block", 128}, {"items", 2}, {"waves", 2}}
+        rec.config = Config{{"kernel", 0}, {"strategy", 1}, {"pack", 2}, {"block", 128},
+                            {"items", 2},  {"waves", 2},    {"cache", 0}}
                          .text();
         rec.time_us = 1;
         rec.reps = 1;

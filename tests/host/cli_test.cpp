@@ -237,6 +237,15 @@ TEST_CASE("cache list, show, export, import and merge") {
   Result al = run(other + " cache import " + (dir.path / "alien.jsonl").string());
   CHECK(al.code == 1);
   CHECK(al.out.find("outside the elementwise space") != std::string::npos);
+  // The same record of another template version is stale, not bad: kept (an older export still imports after a
+  // template gains a parameter), never used by lookups, and listed as stale.
+  alien.key.template_hash = "0123456789abcdef";
+  std::ofstream(dir.path / "stale.jsonl") << cache::to_json_line(alien) << "\n";
+  Result st = run("--json " + other + " cache import " + (dir.path / "stale.jsonl").string());
+  REQUIRE_MESSAGE(st.code == 0, st.out);
+  CHECK(nlohmann::json::parse(st.out)["added"] == 1);
+  Result listed = run(other + " cache list");
+  CHECK_MESSAGE(listed.out.find("stale") != std::string::npos, listed.out);
 
   // Times no GPU could reach are rejected: below the launch floor, or more bytes than 40 TB/s moves.
   std::ofstream(dir.path / "impossible.jsonl") << cache::to_json_line(sample_record(5000, 1e-300)) << "\n"

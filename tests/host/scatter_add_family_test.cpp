@@ -40,9 +40,9 @@ const templates::scatter_add::ScatterAddProblem& as_sa(const Problem& p) {
 }
 
 Config config(std::int64_t atomic, std::int64_t workspace, std::int64_t prereduce, std::int64_t block = 256,
-              std::int64_t items = 4, std::int64_t vec = 1) {
-  return Config{{"atomic", atomic}, {"workspace", workspace}, {"prereduce", prereduce},
-                {"block", block},   {"items", items},         {"vec", vec}};
+              std::int64_t items = 4, std::int64_t vec = 1, std::int64_t order = 0, std::int64_t cache = 0) {
+  return Config{{"atomic", atomic}, {"workspace", workspace}, {"prereduce", prereduce}, {"block", block},
+                {"items", items},   {"vec", vec},             {"order", order},         {"cache", cache}};
 }
 
 std::int64_t index_at(const Workload& w, DType index_dtype, std::int64_t i) {
@@ -113,6 +113,10 @@ TEST_CASE("constraints: what each strategy needs, and the heuristic is legal") {
   CHECK(fam().check(*f16, config(0, 1, 0), h100).empty());
   CHECK(fam().check(*f16, config(1, 1, 0), h100).find("plain") != std::string::npos);
   CHECK(fam().check(*huge, config(0, 1, 0), h100).find("2097152") != std::string::npos);
+  // The chunk order and the loads' eviction priority are the dot's.
+  CHECK(fam().check(*f16, config(1, 0, 0, 256, 4, 1, 1, 0), h100).find("order=0") != std::string::npos);
+  CHECK(fam().check(*f16, config(1, 0, 0, 256, 4, 1, 0, 2), h100).find("cache=0") != std::string::npos);
+  CHECK(fam().check(*dot("bfloat16", 1 << 20), config(0, 1, 0, 256, 2, 8, 1, 2), h100).empty());
   // Vector units: packed, no pre-reduction, whole units per row, 16 bytes at most.
   CHECK(fam().check(*f16, config(2, 0, 0, 256, 4, 2), h100).find("multiple of vec") != std::string::npos);
   CHECK(fam().check(*rows, config(2, 0, 0, 256, 4, 8), h100).empty());

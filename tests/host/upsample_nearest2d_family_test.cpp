@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <set>
 
 #include "runtime/compiler.hpp"
 #include "templates/host_float.hpp"
@@ -222,7 +223,8 @@ TEST_CASE("constraints: kernel by rule, scatter only in the general backward, pa
   CHECK(scatter);
   CHECK(gather);
   CHECK(fam().heuristic(general_bwd, dev).at("pack") == 4);
-  const Config wrong_kernel{{"kernel", 0}, {"strategy", 0}, {"pack", 4}, {"block", 256}, {"items", 1}, {"waves", 1}};
+  const Config wrong_kernel{{"kernel", 0}, {"strategy", 0}, {"pack", 4}, {"block", 256},
+                            {"items", 1},  {"waves", 1},    {"cache", 0}};
   CHECK(fam().check(fwd2x, wrong_kernel, dev).find("by rule") != std::string::npos);
   Config scatter_fwd = wrong_kernel;
   scatter_fwd.set("kernel", 1);
@@ -232,6 +234,17 @@ TEST_CASE("constraints: kernel by rule, scatter only in the general backward, pa
   wide.set("kernel", 1);
   wide.set("pack", 8);
   CHECK(fam().check(fwd2x, wide, dev).find("16 bytes") != std::string::npos);
+  // The input loads' L2 eviction priority is a forward parameter.
+  Config hinted = wrong_kernel;
+  hinted.set("cache", 1);
+  CHECK(fam().check(general_bwd, hinted, dev).find("cache=0") != std::string::npos);
+  hinted.set("kernel", 1);
+  CHECK(fam().check(fwd2x, hinted, dev).empty());
+  hinted.set("cache", 2);
+  CHECK(fam().check(fwd2x, hinted, dev).empty());
+  std::set<std::int64_t> caches;
+  for (const Config& c : legal(fwd2x)) caches.insert(c.at("cache"));
+  CHECK(caches == std::set<std::int64_t>{0, 1, 2});
 }
 
 TEST_CASE("pointer rule: the widest pack the shape and pointers allow, general fallback for the 2x kernel") {
