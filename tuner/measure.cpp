@@ -182,6 +182,10 @@ double LaunchTimer::probe(CUfunction f, const LaunchShape& shape, KernelArgs& ar
 
 std::vector<double> LaunchTimer::time(CUfunction f, const LaunchShape& s, KernelArgs& args, int samples) {
   samples = std::min<int>(samples, static_cast<int>(start_.size()));
+  // Lines an earlier candidate loaded with an evict_last policy (cache hints) stay ahead of others in L2 until
+  // reset, and made every later candidate of a case look up to 25% faster on the H100: each candidate starts from
+  // normal lines. (The stream is idle here: the previous time() ended with a synchronize.)
+  JITUNE_CU_CHECK(cuCtxResetPersistingL2Cache());
   const int per = launches_per_sample(mode_ == L2Mode::kWarm ? probe(f, s, args) : 0.0);
   CUfunction spin = mode_ == L2Mode::kWarm ? kernels_.spin() : nullptr;
   for (int r = 0; r < samples; ++r) {

@@ -33,7 +33,7 @@ Config heuristic(const ScatterAddProblem& p, const DeviceInfo& device) {
     else
       c.set("atomic", p.row_length() >= 2 ? kPacked : kFast);
     // Rows of whole pairs: one vector load and one vector reduction per unit of up to 16 bytes.
-    if (c.at("atomic") == kPacked && p.row_length() % 2 == 0) {
+    if (c.at("atomic") == kPacked && c.at("prereduce") == 0 && p.row_length() % 2 == 0) {
       std::int64_t vec = 16 / static_cast<std::int64_t>(dtype_size(p.dtype()));
       while (p.row_length() % vec != 0) vec /= 2;
       c.set("vec", vec);

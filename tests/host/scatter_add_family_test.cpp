@@ -345,6 +345,14 @@ TEST_CASE("the heuristic takes vector units for 16-bit rows of whole pairs") {
   CHECK(fam().heuristic(*index_add("bfloat16", 16384, 262144, 12), nominal_device(90)).at("vec") == 4);
   CHECK(fam().heuristic(*index_add("float16", 16384, 262144, 3), nominal_device(90)).at("vec") == 1);
   CHECK(fam().heuristic(*index_add("float32", 16384, 262144, 64), nominal_device(90)).at("vec") == 1);
+  // A small destination takes the warp pre-reduction, which has no vector units (found by the Python GPU test:
+  // 64 rows of 8 float16 had an illegal default).
+  for (const char* dtype : {"float16", "bfloat16", "float32"})
+    for (std::int64_t d : {2, 8, 64}) {
+      auto small = index_add(dtype, 64, 4099, d);
+      const Config c = fam().heuristic(*small, nominal_device(90));
+      CHECK_MESSAGE(fam().check(*small, c, nominal_device(90)).empty(), dtype, " d=", d, " ", c.text());
+    }
 }
 
 TEST_CASE("the default suite parses and covers the bench-cases rows and the contention sweep") {
