@@ -803,11 +803,13 @@ int cache_import_verified(const Common& common, const std::string& file) {
   json verified = json::array();
   int retimed = 0, not_reproduced = 0, failed = 0;
   for (const cache::Record& r : incoming.records()) {
-    if (!same_device(r.key, dev)) {
-      others.put(r);  // tuned on another GPU: cannot be re-timed here; the plain policy below decides
+    const Family& f = *find_family(r.key.family);  // check_with_registry accepted it: the family exists
+    // Tuned on another GPU, or for another version of the family's template (a stale record: its signature and
+    // config belong to that version): not re-timed here; the plain policy below decides.
+    if (!same_device(r.key, dev) || r.key.template_hash != template_hash(f.template_name())) {
+      others.put(r);
       continue;
     }
-    const Family& f = *find_family(r.key.family);  // check_with_registry accepted it: the family exists
     auto problem = f.parse_problem(r.key.signature);
     // The incoming config, side by side with the stored winner (if any) and the heuristic default, timed here.
     tuner::TuneOptions opt;
