@@ -6,6 +6,8 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ libsqlite3-dev doctest-dev libcli11-dev nlohmann-json3-dev python3 python3-pip)
 # The fuzzers (scripts/fuzz.sh) need clang and its libFuzzer runtime.
 [ "${JITUNE_FUZZ_DEPS:-0}" = 1 ] && pkgs+=(clang libclang-rt-14-dev)
+# The Slurm test of the tuner's shards (scripts/test-slurm.sh) runs a one-machine Slurm.
+[ "${JITUNE_SLURM_DEPS:-0}" = 1 ] && pkgs+=(slurmd slurmctld slurm-client munge)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <random>
+#include <set>
+#include <string>
 
 #include <jitune/runtime.hpp>
 
@@ -24,8 +27,11 @@ struct Result {
   std::string out;
 };
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(JITUNE_CLI_PATH) + " " + args + " 2>&1";
+// Runs the CLI with `args`; `env` adds environment variables (values without shell quotes or spaces).
+Result run(const std::string& args, const std::map<std::string, std::string>& env = {}) {
+  std::string prefix;
+  for (const auto& [name, value] : env) prefix += name + "=" + value + " ";
+  const std::string cmd = (prefix.empty() ? "" : "env " + prefix) + std::string(JITUNE_CLI_PATH) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::string out;
@@ -117,6 +123,49 @@ TEST_CASE("dry run compiles the space and reports resources as JSON") {
     CHECK(c["status"] == "ok");
     CHECK(c["registers"].get<int>() > 0);
   }
+}
+
+TEST_CASE("tune --plan --shard: N shards list the whole suite, each case once, without a GPU") {
+  Result whole = run("--json tune --suite default --plan");
+  REQUIRE_MESSAGE(whole.code == 0, whole.out);
+  const auto all = nlohmann::json::parse(whole.out);
+  std::multiset<std::string> expected;
+  for (const auto& item : all["items"]) expected.insert(item["family"].get<std::string>() + "/" +
+                                                        item["name"].get<std::string>());
+  CHECK(expected.size() == all["total_items"].get<std::size_t>());
+  CHECK(expected.size() > 50);
+  for (int n : {1, 3, 8}) {
+    std::multiset<std::string> seen;
+    double cost = 0;
+    for (int i = 0; i < n; ++i) {
+      // The Slurm variables of task i of an array --array=10-(10+n-1).
+      Result r = run("--json tune --suite default --plan --shard auto", {{"SLURM_ARRAY_TASK_ID", std::to_string(10 + i)},
+                                                                        {"SLURM_ARRAY_TASK_MIN", "10"},
+                                                                        {"SLURM_ARRAY_TASK_COUNT", std::to_string(n)}});
+      REQUIRE_MESSAGE(r.code == 0, r.out);
+      const auto j = nlohmann::json::parse(r.out);
+      CHECK(j["shard"] == i);
+      CHECK(j["shards"] == n);
+      CHECK(j["source"] == "Slurm job array");
+      for (const auto& item : j["items"])
+        seen.insert(item["family"].get<std::string>() + "/" + item["name"].get<std::string>());
+      cost += j["cost"].get<double>();
+    }
+    CHECK(seen == expected);  // the union is the suite, and no case is in two shards
+    CHECK(cost == doctest::Approx(all["total_cost"].get<double>()));
+  }
+  // A filtered suite shards the same way, and --shard / --plan need a suite.
+  Result fam = run("--json tune --suite default --family permute --plan --shard 0/2");
+  REQUIRE_MESSAGE(fam.code == 0, fam.out);
+  for (const auto& item : nlohmann::json::parse(fam.out)["items"]) CHECK(item["family"] == "permute");
+  Result lone = run("tune elementwise --expr 'z = x' --dtype float32 --n 10 --shard 0/2");
+  CHECK(lone.code == 2);
+  CHECK_MESSAGE(lone.out.find("works on a suite") != std::string::npos, lone.out);
+  Result past = run("tune --suite default --plan --shard 2/2");
+  CHECK(past.code != 0);
+  CHECK_MESSAGE(past.out.find("numbered 0 to 1") != std::string::npos, past.out);
+  Result both = run("tune --suite default --plan --dry-run");
+  CHECK(both.code == 2);
 }
 
 TEST_CASE("bad command lines are clear errors with distinct exit codes") {

@@ -95,6 +95,10 @@ CliApp::CliApp() {
       ->check(CLI::IsMember({"auto", "warm", "flush"}));
   tune_->add_flag("--in-process", t.in_process, "measure candidates in this process instead of a worker process "
                                                 "(a faulting candidate then ends the run)");
+  tune_->add_option("--shard", t.shard, "with --suite: tune only shard i of N (i/N, from 0), or 'auto' from a Slurm "
+                                        "job array or RANK / WORLD_SIZE; every shard computes the same split");
+  tune_->add_flag("--plan", t.plan, "with --suite: list the work items this shard would tune (estimated costs) and "
+                                    "stop: no GPU, no compile");
   tune_->add_option("--signature", t.signature, "problem signature instead of problem options");
   tune_->add_option("--configs", t.configs, "time only these configs (';' between them) and the default, side by "
                                             "side, e.g. 'block=256,pack=4,unroll=1,waves=32;block=512,...'");
@@ -249,6 +253,10 @@ std::string CliApp::ignored_tune_options() const {
         return std::string("jitune tune: ") + option + " has no effect with --dry-run (nothing is timed or stored); drop one of them";
   if (given("--budget") && t.strategy != "random")
     return "jitune tune: --budget is the random strategy's sample size; add --strategy random or drop it";
+  if ((given("--shard") || t.plan) && t.suite.empty())
+    return std::string("jitune tune: ") + (t.plan ? "--plan" : "--shard") +
+           " works on a suite; add --suite default (one problem is one work item)";
+  if (t.plan && t.dry_run) return "jitune tune: --plan lists the work and stops; drop --dry-run or --plan";
   if (given("--family") && t.suite.empty())
     return "jitune tune: --family filters a suite; add --suite default, or name the family as the subcommand";
   // `--family a b` reads b as the family subcommand when b names one (CLI11 stops a list at a subcommand).

@@ -22,6 +22,7 @@
 #include "runtime/runtime_impl.hpp"
 #include "runtime/stores.hpp"
 #include "templates/sources.hpp"
+#include "tuner/shard.hpp"
 #include "tuner/compile_pool.hpp"
 #include "tuner/runner.hpp"
 #include "tuner/tuner.hpp"
@@ -334,9 +335,60 @@ int devices(const Common& common) {
   return 0;
 }
 
+// Keeps the jobs (and names) of this process's shard; with --plan prints them and returns an exit code.
+std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::vector<TuneJob>& jobs,
+                               std::vector<std::string>& names) {
+  if (args.shard.empty() && !args.plan) return std::nullopt;
+  const tuner::ShardSpec shard = args.shard.empty()
+                                     ? tuner::ShardSpec{0, 1, "no --shard: the whole suite"}
+                                     : tuner::parse_shard(args.shard, [](const char* n) { return std::getenv(n); });
+  std::vector<tuner::WorkItem> items;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const auto problem = jobs[i].first->parse_problem(jobs[i].second);
+    items.push_back({std::string(jobs[i].first->name()), names[i], jobs[i].second,
+                     tuner::estimated_cost(*jobs[i].first, *problem)});
+  }
+  const std::vector<int> assigned = tuner::assign_shards(items, shard.count);
+  std::vector<TuneJob> kept_jobs;
+  std::vector<std::string> kept_names;
+  json listed = json::array();
+  double total = 0, mine = 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    total += items[i].cost;
+    if (assigned[i] != shard.index) continue;
+    mine += items[i].cost;
+    kept_jobs.push_back(jobs[i]);
+    kept_names.push_back(names[i]);
+    listed.push_back({{"family", items[i].family}, {"name", items[i].name}, {"signature", items[i].signature},
+                      {"cost", items[i].cost}});
+  }
+  jobs = std::move(kept_jobs);
+  names = std::move(kept_names);
+  if (!args.plan) {
+    std::fprintf(stderr, "shard %d of %d (%s): %zu of %zu work items, %.1f%% of the estimated cost\n", shard.index,
+                 shard.count, shard.source.c_str(), jobs.size(), items.size(), total > 0 ? 100 * mine / total : 0.0);
+    return std::nullopt;
+  }
+  if (common.json) {
+    std::cout << json{{"shard", shard.index}, {"shards", shard.count}, {"source", shard.source},
+                      {"items", listed},      {"total_items", items.size()}, {"cost", mine},
+                      {"total_cost", total}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("shard %d of %d (%s): %zu of %zu work items, %.1f%% of the estimated cost\n", shard.index,
+                shard.count, shard.source.c_str(), jobs.size(), items.size(), total > 0 ? 100 * mine / total : 0.0);
+    for (const auto& item : listed)
+      std::printf("  %-18s %-46s cost %10.0f\n", item["family"].get<std::string>().c_str(),
+                  item["name"].get<std::string>().c_str(), item["cost"].get<double>());
+  }
+  return 0;
+}
+
 int tune(const Common& common, const TuneArgs& args) {
   std::vector<std::string> names;
-  const std::vector<TuneJob> jobs = tune_jobs(args, names);
+  std::vector<TuneJob> jobs = tune_jobs(args, names);
+  if (const auto planned = apply_shard(common, args, jobs, names)) return *planned;
   if (args.dry_run) return run_dry(common, args, jobs);
   if (device_count() == 0) {
     std::fprintf(stderr,

@@ -37,6 +37,8 @@ struct TuneArgs {
   std::string l2 = "auto";                     ///< auto, warm or flush (tuner::L2Mode).
   bool in_process = false;                     ///< Measure in this process, not in a worker.
   std::string configs;                         ///< "a=1,b=2;a=2,b=2": time only these (and the default).
+  std::string shard;                           ///< "i/N" or "auto": this process's share of the suite (tuner/shard).
+  bool plan = false;                           ///< Print this shard's work items and stop (no GPU, no compile).
 };
 
 struct WarmupArgs {
