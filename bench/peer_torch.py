@@ -15,6 +15,7 @@ reported apart as inductor_compile_s. --hide-host times the eager calls that way
 another's graph or falls back to eager at a recompile limit.
 """
 import argparse
+import ctypes
 import importlib
 import json
 import os
@@ -46,10 +47,28 @@ def _cycles_per_us():
     return _sleep_cycles_per_us
 
 
+_libcuda = None
+
+
+def reset_l2_persistence():
+    """Lines loaded with an evict_last policy (Inductor's hints, jitune's cache=1) stay ahead of others in L2 until
+    reset, and speed up (or slow down) whatever is timed next: every measurement starts from normal lines, as
+    jitune's tuner and C++ bench do (cuCtxResetPersistingL2Cache on the current context)."""
+    global _libcuda
+    if _libcuda is None:
+        _libcuda = ctypes.CDLL("libcuda.so.1")
+    torch.cuda.synchronize()
+    rc = _libcuda.cuCtxResetPersistingL2Cache()
+    if rc != 0:
+        raise RuntimeError(f"cuCtxResetPersistingL2Cache failed with CUresult {rc}")
+
+
 def timed(fn, small, hide_host=False):
-    """Median µs per call (see the module's docstring). hide_host: before each group the GPU spins
-    (torch.cuda._sleep) for twice the host time one group takes to enqueue, so the events measure device time only,
-    never a GPU waiting for Python (a compiled function's guards and wrapper cost tens of µs a call)."""
+    """Median µs per call (see the module's docstring), from L2 lines of normal priority (reset_l2_persistence).
+    hide_host: before each group the GPU spins (torch.cuda._sleep) for twice the host time one group takes to
+    enqueue, so the events measure device time only, never a GPU waiting for Python (a compiled function's guards
+    and wrapper cost tens of µs a call)."""
+    reset_l2_persistence()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(10):
         fn()

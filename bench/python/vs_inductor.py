@@ -16,7 +16,6 @@ With --profile: no timing; after both checks, one call of each side between cuda
 usage: python3 bench/python/vs_inductor.py --json out.json [--case TEXT ...] [--rounds 3] [--profile]
 """
 import argparse
-import ctypes
 import importlib
 import json
 import os
@@ -30,21 +29,6 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import bench_ops  # noqa: E402
 import peer_torch  # noqa: E402
-
-
-_libcuda = None
-
-
-def reset_l2_persistence():
-    """Lines loaded with an evict_last policy (Inductor's and jitune's cache hints) stay ahead of others in L2 until
-    reset: each side's timing starts from normal lines, as jitune's tuner and C++ bench do."""
-    global _libcuda
-    if _libcuda is None:
-        _libcuda = ctypes.CDLL("libcuda.so.1")
-    torch.cuda.synchronize()
-    rc = _libcuda.cuCtxResetPersistingL2Cache()
-    if rc != 0:
-        raise RuntimeError(f"cuCtxResetPersistingL2Cache failed with CUresult {rc}")
 
 
 def peer_cases():
@@ -97,10 +81,9 @@ def main():
             graph = {k: [] for k in sides}
             for _ in range(args.rounds):
                 for side, run in sides.items():
-                    reset_l2_persistence()
                     hidden[side].append(peer_torch.timed(run, small, hide_host=True)[0])
                     try:
-                        reset_l2_persistence()
+                        peer_torch.reset_l2_persistence()
                         graph[side].append(bench_ops.graph_us(run, small))
                     except Exception as e:  # a side that cannot be captured keeps its event figure only
                         print(f"  {side}: no CUDA graph ({type(e).__name__}: {e})", flush=True)
