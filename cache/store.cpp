@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <string_view>
 #include <system_error>
@@ -51,6 +52,7 @@ constexpr const char* kCreateSchema[] = {
     " PRIMARY KEY (family, template_hash, signature, device_name, cc, sm_count, nvrtc_version, config))",
 };
 
+constexpr const char* kDeviceCcs = "SELECT DISTINCT device_name, cc FROM records";
 constexpr const char* kListTables = "SELECT name FROM sqlite_master WHERE type = 'table'";
 constexpr const char* kReadVersion = "SELECT version, jitune_version FROM schema_version WHERE id = 1";
 constexpr const char* kWriteVersion =
@@ -329,7 +331,27 @@ struct Store::Impl {
     std::lock_guard lock(mutex);
     ImportReport result = db.write(what, [&] {
       ImportReport attempt = report;
+      // A device model has one compute capability: a record naming a device the store (or an earlier record of
+      // this import) knows under another one is mislabelled, and would be served to the wrong GPU's lookups.
+      std::map<std::string, int> cc_of_device;
+      {
+        Query known = db.query(kDeviceCcs);
+        while (known.step()) cc_of_device.emplace(known.text(0), static_cast<int>(known.integer(1)));
+      }
       for (const auto& item : accepted) {
+        const RecordKey& key = item.record.key;
+        if (const auto it = cc_of_device.find(key.device_name); it != cc_of_device.end() && it->second != key.cc) {
+          ++attempt.rejected;
+          attempt.issues.push_back(
+              {item.line, prefix(item.line) + "rejected " + describe(key) + ": fingerprint conflict: '" +
+                              key.device_name + "' is compute capability " + std::to_string(it->second / 10) +
+                              "." + std::to_string(it->second % 10) + " in this cache" +
+                              " (or earlier in this import), this record says " + std::to_string(key.cc / 10) + "." +
+                              std::to_string(key.cc % 10) +
+                              "; records of one device model must agree: fix the record, or keep it in another cache"});
+          continue;
+        }
+        cc_of_device.emplace(key.device_name, key.cc);
         std::optional<double> existing_time;
         {
           Query existing = db.query(kTimeOfKey);

@@ -187,6 +187,44 @@ TEST_CASE("import_jsonl rejects bad lines with their line numbers and takes the 
   check_same(records[1], make_record("good2"));
 }
 
+TEST_CASE("a record whose device the cache knows under another compute capability is a fingerprint conflict") {
+  TempDir dir;
+  Store store(dir / "s.db", OpenMode::kReadWrite);
+  store.put(make_record("stored"));  // the store knows make_record's device at its cc
+  const Record base = make_record("x");
+  Record relabelled = make_record("relabelled");
+  relabelled.key.cc = base.key.cc == 80 ? 90 : 80;
+  Record other_device = make_record("other");
+  other_device.key.device_name = "Some Other GPU";
+  other_device.key.cc = relabelled.key.cc;
+  Record other_again = other_device;  // agrees with the line before it
+  other_again.key.signature = "other2";
+  Record other_conflict = other_device;  // conflicts with the line before it, not with the store
+  other_conflict.key.signature = "other3";
+  other_conflict.key.cc = base.key.cc;
+  Record fewer_sms = make_record("fewer_sms");  // the same model with another SM count is another key, not a conflict
+  fewer_sms.key.sm_count = base.key.sm_count - 2;
+  const fs::path in = dir / "in.jsonl";
+  write_text(in, to_json_line(relabelled) + "\n" + to_json_line(other_device) + "\n" + to_json_line(other_again) +
+                     "\n" + to_json_line(other_conflict) + "\n" + to_json_line(fewer_sms) + "\n");
+  const ImportReport report = store.import_jsonl(in, nullptr);
+  CHECK(report.added == 3);
+  CHECK(report.rejected == 2);
+  REQUIRE(report.issues.size() == 2);
+  CHECK(report.issues[0].line == 1);
+  CHECK(report.issues[0].message.find("fingerprint conflict") != std::string::npos);
+  CHECK(report.issues[0].message.find(base.key.device_name) != std::string::npos);
+  CHECK(report.issues[1].line == 4);
+  CHECK(report.issues[1].message.find("earlier in this import") != std::string::npos);
+  CHECK(store.records().size() == 4);  // nothing stored was touched
+  // Merging a cache that holds the conflict is refused the same way.
+  Store other(dir / "o.db", OpenMode::kReadWrite);
+  other.put(relabelled);
+  const ImportReport merged = store.merge_from(other, nullptr);
+  CHECK(merged.rejected == 1);
+  CHECK(merged.added == 0);
+}
+
 TEST_CASE("import_jsonl of a file that cannot be read writes nothing") {
   TempDir dir;
   Store store(dir / "s.db", OpenMode::kReadWrite);
