@@ -1,5 +1,6 @@
 """Elementwise peers: torch.mul(out=) for z = x * y and torch.addcmul(out=) for out = a * b + c; for Inductor the
-plain expressions x * y and a * b + c."""
+plain expressions x * y and a * b + c. The misaligned cases (issue 19) read views a few elements into a larger
+tensor (x[1:] style), as jitune's bench does."""
 import torch
 
 from .common import nonzero
@@ -12,14 +13,29 @@ def cases():
             out.append(_case(f"mul_{dtype}_{n}", dtype, n, 2))
     for dtype in ("float32", "float16"):
         out.append(_case(f"fma_{dtype}_134217728", dtype, 134217728, 3))
+    # Element offsets of (out, inputs...): the same list as bench/cases_elementwise.cpp.
+    for suffix, offsets in (("x+1", (0, 1, 0)), ("x+2", (0, 2, 0)), ("x+3", (0, 3, 0)), ("all+1", (1, 1, 1)),
+                            ("x+1_y+3", (0, 1, 3))):
+        for dtype, n in (("float16", 134217728), ("float32", 134217728), ("float16", 1048576)):
+            if suffix != "x+1" and (dtype, n) != ("float16", 134217728):
+                continue
+            out.append(_case(f"mul_{dtype}_{n}_{suffix}", dtype, n, 2, offsets))
+    out.append(_case("fma_float16_134217728_a+1", "float16", 134217728, 3, (0, 1, 0, 0)))
     return out
 
 
-def _case(name, dtype, n, arity):
+def _view(n, dt, offset, make):
+    """n elements `offset` elements into a tensor of n + offset (x[offset:], misaligned for vector access)."""
+    return make(n + offset, dt)[offset:] if offset else make(n, dt)
+
+
+def _case(name, dtype, n, arity, offsets=()):
+    offsets = tuple(offsets) + (0,) * (arity + 1 - len(offsets))
+
     def setup():
         dt = getattr(torch, dtype)
-        ins = [nonzero(n, dt) for _ in range(arity)]
-        res = torch.empty(n, device="cuda", dtype=dt)
+        ins = [_view(n, dt, offsets[1 + a], nonzero) for a in range(arity)]
+        res = _view(n, dt, offsets[0], lambda m, t: torch.empty(m, device="cuda", dtype=t))
         if arity == 2:
             run = lambda: torch.mul(ins[0], ins[1], out=res)
             check = lambda: torch.equal(res, ins[0] * ins[1])

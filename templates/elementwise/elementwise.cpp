@@ -3,7 +3,6 @@
 #include "templates/elementwise/elementwise.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <charconv>
 #include <cmath>
 #include <thread>
@@ -115,35 +114,22 @@ class ElementwiseFamily final : public Family {
     return {};
   }
 
-  // The widest pack up to the tuned one at which every pointer has the same offset (a scalar head peels it).
-  int variant(const Problem& problem, const Config& tuned, const Bindings& b) const override {
-    const auto& p = static_cast<const ElementwiseProblem&>(problem);
-    const Alignment a = align_pointers(b.pointers, dtype_size(p.dtype()), static_cast<int>(tuned.at("pack")), p.n());
-    return std::countr_zero(static_cast<unsigned>(a.pack));
-  }
-
-  Config variant_config(const Problem&, const Config& tuned, int slot, const DeviceInfo&) const override {
-    Config c = tuned;
-    c.set("pack", std::int64_t{1} << slot);
-    return c;
-  }
-
+  // Every pointer alignment runs the tuned pack: a shared misalignment is peeled by a scalar head, a mixed one
+  // realigned in registers (plan_vectors), so no call needs a narrower variant.
   void kernel_args(const Problem& problem, const Config& config, const Bindings& b, KernelArgs& args) const override {
     const auto& p = static_cast<const ElementwiseProblem&>(problem);
     const std::size_t arity = static_cast<std::size_t>(p.arity());
-    std::int64_t head = 0;
-    if (config.at("pack") > 1) {
-      const std::uintptr_t bytes = static_cast<std::uintptr_t>(config.at("pack")) * dtype_size(p.dtype());
-      const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(b.pointers[arity]) % bytes;
-      head = std::min<std::int64_t>(p.n(), static_cast<std::int64_t>(((bytes - mis) % bytes) / dtype_size(p.dtype())));
-    }
-    // templates::elementwise::Params<T, arity>: out, in[arity], n, head as 8-byte fields, no padding, passed as one argument.
-    std::uint64_t words[3 + kMaxInputs];
+    const VectorPlan plan = plan_vectors(b.pointers.first(arity), b.pointers[arity], dtype_size(p.dtype()),
+                                         static_cast<int>(config.at("pack")), p.n());
+    // ew::Params<T, arity>: out, in[arity], n, head, packs, shifts as 8-byte fields, no padding, one argument.
+    std::uint64_t words[5 + kMaxInputs];
     std::size_t k = 0;
     words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[arity]);
     for (std::size_t i = 0; i < arity; ++i) words[k++] = reinterpret_cast<std::uintptr_t>(b.pointers[i]);
     words[k++] = static_cast<std::uint64_t>(p.n());
-    words[k++] = static_cast<std::uint64_t>(head);
+    words[k++] = static_cast<std::uint64_t>(plan.head);
+    words[k++] = static_cast<std::uint64_t>(plan.packs);
+    words[k++] = plan.shifts;
     args.push_raw(words, k * sizeof(std::uint64_t), 8);
   }
 
@@ -222,19 +208,33 @@ double ElementwiseProblem::bytes_moved() const {
   return static_cast<double>(n_) * static_cast<double>(dtype_size(dtype_)) * (arity() + 1);
 }
 
-Alignment align_pointers(std::span<const void* const> pointers, std::size_t element_size, int max_pack,
-                         std::int64_t n) noexcept {
-  for (int pack = max_pack; pack > 1; pack /= 2) {
-    const std::uintptr_t bytes = static_cast<std::uintptr_t>(pack) * element_size;
-    const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(pointers[0]) % bytes;
-    bool same = mis % element_size == 0;
-    for (const void* p : pointers) same = same && reinterpret_cast<std::uintptr_t>(p) % bytes == mis;
-    if (same) {
-      const auto head = static_cast<std::int64_t>(((bytes - mis) % bytes) / element_size);
-      return {pack, std::min(head, n)};
-    }
+VectorPlan plan_vectors(std::span<const void* const> inputs, const void* out, std::size_t element_size, int pack,
+                        std::int64_t n) noexcept {
+  VectorPlan plan;
+  plan.head = n;  // everything scalar unless the pointers allow packs
+  if (pack <= 1) return {0, n, 0};
+  const auto bytes = static_cast<std::uintptr_t>(pack) * element_size;
+  const std::uintptr_t out_mis = reinterpret_cast<std::uintptr_t>(out) % bytes;
+  if (out_mis % element_size != 0) return plan;
+  const auto head = static_cast<std::int64_t>(((bytes - out_mis) % bytes) / element_size);
+  std::uint64_t shifts = 0;
+  for (std::size_t a = 0; a < inputs.size(); ++a) {
+    const std::uintptr_t mis = (reinterpret_cast<std::uintptr_t>(inputs[a]) +
+                                static_cast<std::uintptr_t>(head) * element_size) % bytes;
+    if (mis % element_size != 0) return plan;
+    shifts |= static_cast<std::uint64_t>(mis / element_size) << (4 * a);
   }
-  return {1, 0};
+  // A shifted input's first pair of packs starts before its pointer: start one pack later.
+  plan.head = std::min(n, shifts != 0 ? head + pack : head);
+  std::int64_t packs = (n - plan.head) / pack;
+  for (std::size_t a = 0; a < inputs.size(); ++a) {
+    const int s = static_cast<int>((shifts >> (4 * a)) & 15u);
+    // The pair of pack i ends at head - s + (i + 2) * pack <= n.
+    if (s != 0) packs = std::min(packs, (n - plan.head + s) / pack - 1);
+  }
+  plan.packs = std::max<std::int64_t>(packs, 0);
+  plan.shifts = plan.packs > 0 ? shifts : 0;
+  return plan;
 }
 
 OutputCheck expression_output_check(DType dtype) noexcept {

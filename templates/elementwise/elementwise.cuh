@@ -1,7 +1,10 @@
 // Elementwise kernel: OneFlow's vectorised elementwise template, made tunable. Each thread loads kUnroll packs of
 // every input (kPack elements per aligned vector access), applies Op in float, and stores packs of the output,
-// in a grid-stride loop. Elements before the first aligned pack (`head`) and after the last one go through a
-// scalar path, so any element alignment is correct.
+// in a grid-stride loop. The host peels `head` elements so the output's packs are aligned; an input whose address
+// sits `shift` elements past a pack boundary there (a view offset by a few elements) is read as two aligned packs
+// and realigned in registers with funnel shifts, so mixed alignment keeps full-width accesses (the second pack is
+// the neighbouring thread's first, an L1 hit). Elements before the vector region and after it go through a
+// scalar path, so any element alignment is correct and no access leaves a buffer.
 #pragma once
 
 #include "common/types.cuh"
@@ -14,9 +17,44 @@ template <class T, int kArity>
 struct Params {
   T* out;
   const T* in[kArity];
-  long long n;     ///< Elements.
-  long long head;  ///< Elements before the first kPack-aligned element of every pointer (scalar path).
+  long long n;       ///< Elements.
+  long long head;    ///< Elements before the vector region (scalar path); out + head is pack-aligned.
+  long long packs;   ///< Packs in the vector region; elements from head + packs * kPack on are scalar.
+  long long shifts;  ///< 4 bits per input: in[a] + head lies shift_a elements past a pack boundary.
 };
+
+/// The kPack elements starting `shift` elements into lo, continuing into hi (0 <= shift < kPack).
+template <class T, int kPack>
+__device__ __forceinline__ Pack<T, kPack> realign(const Pack<T, kPack>& lo, const Pack<T, kPack>& hi, int shift) {
+  constexpr int kBytes = static_cast<int>(sizeof(T)) * kPack;
+  if constexpr (kBytes < 4) {
+    return lo;  // a pack of one 2-byte element is never shifted
+  } else {
+    constexpr int kWords = kBytes / 4;
+    unsigned w[2 * kWords];
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) {
+      w[k] = reinterpret_cast<const unsigned*>(&lo)[k];
+      w[kWords + k] = reinterpret_cast<const unsigned*>(&hi)[k];
+    }
+    const int bytes = shift * static_cast<int>(sizeof(T));
+    const int q = bytes >> 2;                              // whole words to skip
+    const unsigned r = static_cast<unsigned>(bytes & 3) * 8u;  // then bits within a word
+    Pack<T, kPack> out;
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) {
+      unsigned a = w[k], b = w[k + 1];
+#pragma unroll
+      for (int c = 1; c < kWords; ++c)  // selects, not a dynamically indexed (local memory) array
+        if (q == c) {
+          a = w[k + c];
+          b = w[k + c + 1];
+        }
+      reinterpret_cast<unsigned*>(&out)[k] = __funnelshift_r(a, b, r);
+    }
+    return out;
+  }
+}
 
 // Tunables (host names in brackets):
 //   kPack   [pack]:   elements per vector access, kPack * sizeof(T) <= 16 bytes; 1, 2, 4, 8.
@@ -29,11 +67,15 @@ template <class Op, class T, int kArity, int kPack, int kBlock, int kUnroll, cla
 __global__ void __launch_bounds__(kBlock) elementwise(Params<T, kArity> p) {
   const Op op;
   const Index head = static_cast<Index>(p.head);
-  const Index packs = (static_cast<Index>(p.n) - head) / kPack;
+  const Index packs = static_cast<Index>(p.packs);
   const Index tile = static_cast<Index>(kBlock) * kUnroll;
   const Pack<T, kPack>* in[kArity];
+  int shift[kArity];
 #pragma unroll
-  for (int a = 0; a < kArity; ++a) in[a] = reinterpret_cast<const Pack<T, kPack>*>(p.in[a] + head);
+  for (int a = 0; a < kArity; ++a) {
+    shift[a] = static_cast<int>((static_cast<unsigned long long>(p.shifts) >> (4 * a)) & 15u);
+    in[a] = reinterpret_cast<const Pack<T, kPack>*>(p.in[a] + (head - shift[a]));
+  }
   Pack<T, kPack>* out = reinterpret_cast<Pack<T, kPack>*>(p.out + head);
 
   for (Index base = static_cast<Index>(blockIdx.x) * tile + threadIdx.x; base < packs;
@@ -44,7 +86,10 @@ __global__ void __launch_bounds__(kBlock) elementwise(Params<T, kArity> p) {
       const Index i = base + static_cast<Index>(u) * kBlock;
       if (i < packs) {
 #pragma unroll
-        for (int a = 0; a < kArity; ++a) x[u][a] = in[a][i];
+        for (int a = 0; a < kArity; ++a) {
+          x[u][a] = in[a][i];
+          if (shift[a] != 0) x[u][a] = realign(x[u][a], in[a][i + 1], shift[a]);  // uniform branch
+        }
       }
     }
 #pragma unroll

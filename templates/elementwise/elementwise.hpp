@@ -31,14 +31,19 @@ class ElementwiseProblem final : public Problem {
   std::int64_t n_;
 };
 
-/// Vector width and scalar head for a set of pointers: the widest pack <= max_pack (elements) for which every
-/// pointer has the same offset modulo the pack's bytes; `head` elements go through the scalar path first.
-struct Alignment {
-  int pack = 1;
+/// How the kernel covers n elements with packs of `pack` elements for these pointers (inputs in order, then the
+/// output): `head` elements first and the ones from `head + packs * pack` on go through the scalar path; in between
+/// the output's packs are aligned, and input a, whose address at `head` lies `shift(a)` elements past a pack
+/// boundary, is read as two aligned packs realigned in registers. No access of the vector region leaves a buffer
+/// (a shifted input's region ends one pack early). A pointer that is not element-aligned leaves everything scalar.
+struct VectorPlan {
   std::int64_t head = 0;
+  std::int64_t packs = 0;
+  std::uint64_t shifts = 0;  ///< 4 bits per input, input 0 lowest.
+  int shift(std::size_t input) const noexcept { return static_cast<int>((shifts >> (4 * input)) & 15u); }
 };
-Alignment align_pointers(std::span<const void* const> pointers, std::size_t element_size, int max_pack,
-                         std::int64_t n) noexcept;
+VectorPlan plan_vectors(std::span<const void* const> inputs, const void* out, std::size_t element_size, int pack,
+                        std::int64_t n) noexcept;
 
 /// The device functor `jitune_ew_op` evaluating `expression` in float over its inputs (`float operator()(const
 /// float* v)`, inputs in Expression::inputs order), the expression under `#line 1 "expression"` so NVRTC's messages

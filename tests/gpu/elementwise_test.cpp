@@ -64,11 +64,62 @@ TEST_CASE("elementwise matches the CPU reference for every dtype, size and align
     for (std::int64_t n : sizes) {
       check_expression(rt, "z = x * y", dtype, n, {0, 0, 0}, ++seed);
       check_expression(rt, "z = x * y", dtype, n, {1, 1, 1}, ++seed);      // every pointer one element off
-      check_expression(rt, "z = x * y", dtype, n, {0, 1, 3}, ++seed);      // differently misaligned: pack 1
+      check_expression(rt, "z = x * y", dtype, n, {0, 1, 3}, ++seed);      // differently misaligned: realigned
       check_expression(rt, "y = x > 0 ? x : 0.1f * x", dtype, n, {0, 0}, ++seed);
       check_expression(rt, "out = a * b + c", dtype, n, {2, 2, 2, 2}, ++seed);
     }
   check_expression(rt, "y = tanhf(x) * expf(-x * x)", DType::kFloat32, 100003, {0, 0}, 99);
+}
+
+// Issue 19: every pack of every dtype, launched directly, with the output and two inputs at every element offset
+// within a pack: one kernel realigns mixed offsets in registers. The bytes around each input are poison (NaN in every
+// dtype), so a realignment that picks a neighbour's bytes, or reads past a buffer, shows in the result.
+TEST_CASE("every pack realigns every offset combination of output and inputs (mixed alignment at full width)") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  Runtime::Impl& impl = internal::impl(rt);
+  const Family& fam = templates::elementwise::elementwise_family();
+  std::uint64_t seed = 700;
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{13}, std::int64_t{4099}, std::int64_t{65543}}) {
+      const std::size_t es = dtype_size(dtype);
+      auto problem = fam.make_problem({{"expr", "z = x * y - x"}, {"dtype", std::string(dtype_name(dtype))},
+                                       {"n", std::to_string(n)}});
+      const auto& p = static_cast<const templates::elementwise::ElementwiseProblem&>(*problem);
+      const Workload w = fam.workload(p, ++seed);
+      const auto expected = fam.reference(p, w)[0];
+      const OutputCheck check = fam.output_check(p, 0);
+      Buffer x(static_cast<std::size_t>(n) * es), y(static_cast<std::size_t>(n) * es),
+          out(static_cast<std::size_t>(n) * es);
+      for (int pack : {2, 4, 8}) {
+        if (static_cast<std::size_t>(pack) * es > 16) continue;
+        const Config config{{"pack", pack}, {"block", 128}, {"unroll", 2}, {"waves", 1}};
+        const Kernel& k = impl.kernel(fam, p, config);
+        for (int o : {0, 1, pack - 1})
+          for (int xo = 0; xo < pack; ++xo)
+            for (int yo = 0; yo < pack; ++yo) {
+              x.poison();
+              y.poison();
+              out.poison();
+              x.upload(w.inputs[0], xo * es);
+              y.upload(w.inputs[1], yo * es);
+              const void* pointers[] = {x.at(xo * es), y.at(yo * es), out.at(o * es)};
+              const std::uint8_t alignment[] = {alignment_class(pointers[0], 16), alignment_class(pointers[1], 16),
+                                                alignment_class(pointers[2], 16)};
+              KernelArgs args;
+              fam.kernel_args(p, config, Bindings{pointers, alignment, nullptr, {}}, args);
+              impl.launch(k, args, nullptr);
+              JITUNE_CU_CHECK(cuCtxSynchronize());
+              const auto got = out.download(static_cast<std::size_t>(n) * es, o * es);
+              const CompareResult r = compare_host(check, got.data(), expected.data(), static_cast<std::uint64_t>(n));
+              INFO(dtype_name(dtype), " n=", n, " pack=", pack, " offsets out=", o, " x=", xo, " y=", yo);
+              REQUIRE_MESSAGE(r.ok(), r.describe(static_cast<std::uint64_t>(n), check));
+              for (std::byte b : out.download(o * es, 0)) REQUIRE(b == std::byte{0xFF});
+              const std::size_t end = o * es + static_cast<std::size_t>(n) * es;
+              for (std::byte b : out.download(out.bytes - end, end)) REQUIRE(b == std::byte{0xFF});
+            }
+      }
+    }
 }
 
 TEST_CASE("n = 0 launches nothing and still validates the call") {

@@ -64,32 +64,94 @@ TEST_CASE("constraints prune packs wider than 16 bytes, and the heuristic is leg
   CHECK(fam().check(*p, big_block, small).find("exceeds") != std::string::npos);
 }
 
-TEST_CASE("alignment rule: widest pack all pointers share, with a scalar head") {
-  alignas(64) static char mem[256];
+TEST_CASE("vector plan: aligned output packs, shifted inputs realigned, nothing read outside a buffer") {
+  alignas(64) static char mem[512];
+  using templates::elementwise::plan_vectors;
   auto at = [](int off) -> const void* { return mem + off; };
   SUBCASE("all aligned") {
-    const void* p[] = {at(0), at(16), at(32)};
-    auto a = templates::elementwise::align_pointers(p, 4, 4, 1000);
-    CHECK(a.pack == 4);
-    CHECK(a.head == 0);
+    const void* in[] = {at(16), at(32)};
+    auto v = plan_vectors(in, at(0), 4, 4, 1000);
+    CHECK(v.head == 0);
+    CHECK(v.packs == 250);
+    CHECK(v.shifts == 0);
   }
-  SUBCASE("all one float off: head of 3 elements") {
-    const void* p[] = {at(4), at(20), at(36)};
-    auto a = templates::elementwise::align_pointers(p, 4, 4, 1000);
-    CHECK(a.pack == 4);
-    CHECK(a.head == 3);
+  SUBCASE("all one float off: head of 3 elements, no shifts") {
+    const void* in[] = {at(20), at(36)};
+    auto v = plan_vectors(in, at(4), 4, 4, 1000);
+    CHECK(v.head == 3);
+    CHECK(v.packs == 249);  // 997 elements after the head: 249 packs and a tail of 1
+    CHECK(v.shifts == 0);
   }
-  SUBCASE("different misalignment drops to the largest common pack") {
-    const void* p[] = {at(0), at(8)};
-    CHECK(templates::elementwise::align_pointers(p, 4, 4, 1000).pack == 2);
-    const void* q[] = {at(0), at(4)};
-    CHECK(templates::elementwise::align_pointers(q, 4, 4, 1000).pack == 1);
+  SUBCASE("one input a float off: shifted by 1, the region starts a pack later and ends a pack early") {
+    const void* in[] = {at(4), at(32)};
+    auto v = plan_vectors(in, at(0), 4, 4, 1000);
+    CHECK(v.head == 4);
+    CHECK(v.shift(0) == 1);
+    CHECK(v.shift(1) == 0);
+    // Pair of the last pack: x + head - 1 + (packs + 1) * 4 elements <= x + 1000.
+    CHECK(v.packs == 248);
+    CHECK(4 - 1 + (v.packs + 1) * 4 <= 1000);
+    CHECK(4 - 1 + (v.packs + 2) * 4 > 1000);
   }
-  SUBCASE("head never exceeds n") {
-    const void* p[] = {at(2), at(2)};
-    auto a = templates::elementwise::align_pointers(p, 2, 8, 3);
-    CHECK(a.pack == 8);
-    CHECK(a.head == 3);
+  SUBCASE("f16 with eight-element packs: two inputs shifted by 3 and 5 halves") {
+    const void* in[] = {at(12), at(16)};  // out at byte 6 needs a head of 5 halves; then in0 sits at byte 22, in1 at 26
+    auto v = plan_vectors(in, at(6), 2, 8, 4099);
+    CHECK(v.head == 5 + 8);
+    CHECK(v.shift(0) == 3);
+    CHECK(v.shift(1) == 5);
+    CHECK(v.packs == 510);
+  }
+  SUBCASE("every offset combination: aligned accesses that stay inside each buffer, every element covered once") {
+    for (std::size_t es : {std::size_t{2}, std::size_t{4}})
+      for (int pack : {2, 4, 8}) {
+        if (pack * es > 16) continue;
+        const auto bytes = static_cast<std::uintptr_t>(pack) * es;
+        for (std::int64_t n : {0, 1, 7, 8, 9, 31, 64, 65, 130})
+          for (int o = 0; o < 8; ++o)
+            for (int x = 0; x < 8; ++x)
+              for (int y = 0; y < 8; ++y) {
+                const void* in[] = {at(64 + x * static_cast<int>(es)), at(192 + y * static_cast<int>(es))};
+                const void* out = at(320 + o * static_cast<int>(es));
+                auto v = plan_vectors(in, out, es, pack, n);
+                INFO("es=", es, " pack=", pack, " n=", n, " offsets ", o, " ", x, " ", y);
+                REQUIRE(v.head >= 0);
+                REQUIRE(v.packs >= 0);
+                REQUIRE(v.head + v.packs * pack <= n);
+                if (v.packs == 0) continue;
+                CHECK((reinterpret_cast<std::uintptr_t>(out) + v.head * es) % bytes == 0);
+                for (std::size_t a = 0; a < 2; ++a) {
+                  const std::int64_t first = v.head - v.shift(a);  // element index of the first aligned read
+                  CHECK((reinterpret_cast<std::uintptr_t>(in[a]) + first * es) % bytes == 0);
+                  CHECK(first >= 0);
+                  const std::int64_t last = first + (v.packs + (v.shift(a) != 0 ? 1 : 0)) * pack;  // one past
+                  CHECK(last <= n);
+                }
+                // Enough of the problem runs vectorised: at most two packs and the alignment slack are scalar.
+                CHECK(n - v.packs * pack <= 3 * pack + pack);
+              }
+      }
+  }
+  SUBCASE("a pointer off the element size leaves everything scalar") {
+    const void* in[] = {at(1)};
+    auto v = plan_vectors(in, at(0), 4, 4, 1000);
+    CHECK(v.packs == 0);
+    CHECK(v.head == 1000);
+  }
+  SUBCASE("head never exceeds n; a short problem has no packs and no shifts") {
+    const void* in[] = {at(2)};
+    auto v = plan_vectors(in, at(2), 2, 8, 3);
+    CHECK(v.head == 3);
+    CHECK(v.packs == 0);
+    const void* mixed[] = {at(0)};
+    auto m = plan_vectors(mixed, at(2), 2, 8, 10);
+    CHECK(m.packs == 0);
+    CHECK(m.shifts == 0);
+  }
+  SUBCASE("pack 1 is all vector") {
+    const void* in[] = {at(2)};
+    auto v = plan_vectors(in, at(6), 2, 1, 77);
+    CHECK(v.head == 0);
+    CHECK(v.packs == 77);
   }
 }
 
