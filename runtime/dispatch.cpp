@@ -1,6 +1,6 @@
 // The one dispatch every op goes through: the call-site key (family + the call's raw values), the call site's
-// problem, buffer specs and decision (made once), the pointer check (once per pointer set), the kernel variant the
-// pointers allow, the launch preparation (workspace, zeroed outputs) and the launch. A warm call is one hash
+// problem, buffer specs and decision (made once), the pointer check (once per pointer set), the decision of the
+// pointers' alignment class where the family tunes classes apart, the kernel variant the pointers allow, the launch preparation (workspace, zeroed outputs) and the launch. A warm call is one hash
 // lookup under a shared lock, a few comparisons, and cuLaunchKernel.
 #include "runtime/dispatch.hpp"
 
@@ -179,20 +179,62 @@ void check_buffers(const Runtime::Impl& impl, const CallSite& site, std::span<co
       impl.check_device_range(pointers[i], site.extent[i], site.op + " " + quoted(site.specs[i]));
 }
 
-// The loaded kernel of the variant these bindings select, loading it on the site's first call with that variant.
-const Kernel& site_kernel(Runtime::Impl& impl, CallSite& site, const Bindings& bindings, CUstream stream) {
+// What serves a call: the site's problem and decision, or a misaligned class's own (AlignedCase).
+struct Served {
+  const Problem* problem;
+  const Decision* decision;
+  std::atomic<const Kernel*>* kernels;
+};
+
+// The site itself while every pointer is 16-byte aligned (or the family serves any class with one decision);
+// otherwise the refined problem of these alignment classes, decided on its own the first time the class is seen.
+Served served(Runtime::Impl& impl, CallSite& site, std::span<const std::uint8_t> alignment, CUstream stream) {
+  Served own{site.problem.get(), site.decision, site.kernels};
+  std::uint64_t key = 0;
+  bool full = true;
+  for (std::size_t i = 0; i < alignment.size(); ++i) {
+    full = full && (alignment[i] >= 16 || site.extent[i] == 0);
+    key |= static_cast<std::uint64_t>(std::countr_zero(static_cast<unsigned>(alignment[i] | 32u))) << (3 * i);
+  }
+  if (full) return own;
+  auto from = [&](AlignedCase& c) {
+    return c.problem ? Served{c.problem.get(), c.decision, c.kernels} : own;
+  };
+  {
+    std::shared_lock lock(site.aligned_mutex);
+    for (const auto& c : site.aligned)
+      if (c->key == key) return from(*c);
+  }
+  auto c = std::make_unique<AlignedCase>();
+  c->key = key;
+  c->problem = site.family->with_alignment(*site.problem, alignment);
+  if (c->problem) {
+    driver::make_current(impl.context);
+    c->decision = &impl.decide(*site.family, *c->problem, stream_capturing(stream));
+  }
+  std::unique_lock lock(site.aligned_mutex);
+  for (const auto& existing : site.aligned)  // another thread may have added the class meanwhile
+    if (existing->key == key) return from(*existing);
+  site.aligned.push_back(std::move(c));
+  return from(*site.aligned.back());
+}
+
+// The loaded kernel of the variant these bindings select, loading it on the first call with that variant.
+const Kernel& site_kernel(Runtime::Impl& impl, const CallSite& site, const Served& served, const Bindings& bindings,
+                          CUstream stream) {
   const Family& family = *site.family;
-  const Config& tuned = site.decision->config;
-  const int slot = family.variant(*site.problem, tuned, bindings);
-  if (const Kernel* kernel = site.kernels[slot].load(std::memory_order_acquire)) return *kernel;
+  const Problem& problem = *served.problem;
+  const Config& tuned = served.decision->config;
+  const int slot = family.variant(problem, tuned, bindings);
+  if (const Kernel* kernel = served.kernels[slot].load(std::memory_order_acquire)) return *kernel;
   // The decided config must be legal; its variants are the family's own narrowing for these pointers.
-  if (const std::string why = family.validate(*site.problem, tuned, impl.device); !why.empty())
-    throw InvalidArgument(site.op + " " + site.problem->signature() + ": no kernel configuration fits this call on " +
+  if (const std::string why = family.validate(problem, tuned, impl.device); !why.empty())
+    throw InvalidArgument(site.op + " " + problem.signature() + ": no kernel configuration fits this call on " +
                           impl.device.name + " (config " + tuned.text() + ": " + why + ")");
   driver::make_current(impl.context);
-  const Kernel* kernel = &impl.kernel(family, *site.problem, family.variant_config(*site.problem, tuned, slot, impl.device),
+  const Kernel* kernel = &impl.kernel(family, problem, family.variant_config(problem, tuned, slot, impl.device),
                                       stream_capturing(stream));
-  site.kernels[slot].store(kernel, std::memory_order_release);
+  served.kernels[slot].store(kernel, std::memory_order_release);
   return *kernel;
 }
 
@@ -270,21 +312,23 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
   for (std::size_t i = 0; i < n; ++i)
     alignment[i] = buffers[i] ? alignment_class(buffers[i], site.stride_alignment[i]) : 0;
   Bindings bindings{buffers, std::span<const std::uint8_t>(alignment, n), nullptr, args.scalars()};
-  const Kernel& kernel = site_kernel(impl, site, bindings, cu_stream);
+  const Served serve = served(impl, site, bindings.alignment, cu_stream);
+  const Problem& problem = *serve.problem;
+  const Kernel& kernel = site_kernel(impl, site, serve, bindings, cu_stream);
   if (kernel.prep.zero_buffers) zero_outputs(impl, site, kernel, buffers, cu_stream);
   if (kernel.prep.workspace_bytes > 0) {
     driver::make_current(impl.context);
     const StreamWorkspace workspace(kernel.prep, cu_stream);
     bindings.workspace = workspace.data();
     KernelArgs kernel_args;
-    family.kernel_args(*site.problem, kernel.config, bindings, kernel_args);
+    family.kernel_args(problem, kernel.config, bindings, kernel_args);
     impl.launch(kernel, kernel_args, cu_stream);
     return;
   }
   LaunchMemo::Entry& entry = memo.slot();
   entry.site = 0;  // invalid until complete: kernel_args may throw
   entry.args.clear();
-  family.kernel_args(*site.problem, kernel.config, bindings, entry.args);
+  family.kernel_args(problem, kernel.config, bindings, entry.args);
   entry.kernel = &kernel;
   entry.pointers = pointer_hash;
   entry.scalars = scalar_hash;

@@ -17,6 +17,16 @@ namespace jitune {
 /// Most buffers one call takes (elementwise: 8 inputs and the output).
 inline constexpr std::size_t kMaxBuffers = 16;
 
+/// A misaligned class of a call site whose family tunes alignment classes apart (Family::with_alignment): the
+/// refined problem, its own decision and kernel variants. problem is null when the family serves the class with
+/// the site's own decision (remembered so the question is asked once per class).
+struct AlignedCase {
+  std::uint64_t key = 0;                       ///< The classes, 3 bits each (log2).
+  std::unique_ptr<Problem> problem;
+  const Decision* decision = nullptr;
+  std::atomic<const Kernel*> kernels[8] = {};
+};
+
 /// A remembered call site. Never freed while the Runtime lives (reload() retires it), so a pointer handed to a
 /// concurrent caller stays valid.
 struct CallSite {
@@ -31,6 +41,8 @@ struct CallSite {
   const Decision* decision = nullptr;          ///< nullptr when a shortcut replaces the kernel.
   std::atomic<const Kernel*> kernels[8] = {};  ///< Index: Family::variant's slot.
   std::atomic<std::uint64_t> checked_pointers{0};  ///< Hash of the last pointer set that passed the checks.
+  std::shared_mutex aligned_mutex;
+  std::vector<std::unique_ptr<AlignedCase>> aligned;  ///< Misaligned classes seen (never freed, like the site).
 };
 
 struct StringHash {

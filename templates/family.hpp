@@ -136,6 +136,8 @@ struct BufferSpec {
   bool in_place = false;               ///< An output that may be the very memory of an input (never a partial
                                        ///< overlap): elementwise `x = x * y`.
   std::int64_t index_bound = -1;       ///< >= 0 for an index buffer whose values must lie in [0, index_bound).
+  std::uint8_t placement = 16;         ///< The alignment class the tuner gives this buffer's pointer (< 16 for a
+                                       ///< problem tuned for a misaligned view: Family::with_alignment).
 
   /// Bytes from the pointer to one past the last element the call touches (0 for an empty buffer).
   std::uint64_t extent_bytes() const noexcept;
@@ -254,6 +256,14 @@ class Family {
   virtual std::vector<BufferSpec> buffers(const Problem& problem) const = 0;
   /// Work that replaces the kernel for this problem (an empty problem, an identity): nothing by default.
   virtual Shortcut shortcut(const Problem&) const { return {}; }
+  /// Families whose best config depends on the pointers' alignment classes tune each class apart: the problem
+  /// refined with a call's classes (buffers() order; its signature names them and its buffers() carry them as
+  /// `placement`), or null when the classes are all full (16) and the problem serves them as it is. The runtime
+  /// decides a refined problem on its own (exact record of that class, else the nearest). Default: null, one
+  /// decision serves every alignment (variant() narrows the kernel to the pointers).
+  virtual std::unique_ptr<Problem> with_alignment(const Problem&, std::span<const std::uint8_t> /*classes*/) const {
+    return nullptr;
+  }
   /// Called on every call, so cheap: which kernel variant (slot 0..7 of the call site's remembered kernels) the
   /// buffers allow (their alignment classes, BufferSpec order, 0 for an absent optional buffer; or the pointers'
   /// common offset, for a kernel that peels a scalar head). A variant is the tuned config narrowed to what the

@@ -16,14 +16,28 @@ namespace jitune::tuner {
 
 DeviceWorkload::DeviceWorkload(const Family& family, const Problem& problem, const Workload& host,
                                const std::vector<std::vector<std::byte>>& reference) {
-  for (const auto& in : host.inputs) {
-    input_buffers_.emplace_back(std::max<std::size_t>(in.size(), 1));
-    if (!in.empty()) JITUNE_CU_CHECK(cuMemcpyHtoD(input_buffers_.back().get(), in.data(), in.size()));
-    inputs_.push_back(input_buffers_.back().data());
+  const std::vector<BufferSpec> specs = family.buffers(problem);
+  // A buffer the problem places at alignment class c < 16 (a misaligned view it is tuned for) starts c bytes into
+  // an allocation (cuMemAlloc aligns to 256 bytes), so its pointer's class is exactly c.
+  std::vector<std::size_t> in_offset, out_offset;
+  for (const BufferSpec& spec : specs) {
+    if (spec.optional && spec.extent_bytes() == 0) continue;
+    (spec.role == BufferRole::kIn ? in_offset : out_offset).push_back(spec.placement < 16 ? spec.placement : 0);
+  }
+  auto offset = [](const std::vector<std::size_t>& v, std::size_t i) { return i < v.size() ? v[i] : 0; };
+  for (std::size_t i = 0; i < host.inputs.size(); ++i) {
+    const auto& in = host.inputs[i];
+    const std::size_t off = offset(in_offset, i);
+    input_buffers_.emplace_back(std::max<std::size_t>(in.size() + off, 1));
+    if (!in.empty()) JITUNE_CU_CHECK(cuMemcpyHtoD(input_buffers_.back().get() + off, in.data(), in.size()));
+    inputs_.push_back(static_cast<char*>(input_buffers_.back().data()) + off);
   }
   for (std::size_t i = 0; i < host.output_bytes.size(); ++i) {
-    output_buffers_.emplace_back(std::max<std::size_t>(host.output_bytes[i], 1));
-    outputs_.push_back(output_buffers_.back().data());
+    const std::size_t off = offset(out_offset, i);
+    output_buffers_.emplace_back(std::max<std::size_t>(host.output_bytes[i] + off, 1));
+    outputs_.push_back(static_cast<char*>(output_buffers_.back().data()) + off);
+    output_offset_.push_back(off);
+    output_bytes_.push_back(host.output_bytes[i]);
     checks_.push_back(family.output_check(problem, i));
     const bool has_initial = i < host.initial_outputs.size() && !host.initial_outputs[i].empty();
     initial_.emplace_back(has_initial ? host.initial_outputs[i].size() : 0);
@@ -34,7 +48,7 @@ DeviceWorkload::DeviceWorkload(const Family& family, const Problem& problem, con
       JITUNE_CU_CHECK(cuMemcpyHtoD(expected_.back().get(), reference[i].data(), reference[i].size()));
   }
   std::size_t next_in = 0, next_out = 0;
-  for (const BufferSpec& spec : family.buffers(problem)) {
+  for (const BufferSpec& spec : specs) {
     const std::uint64_t bytes = spec.extent_bytes();
     void* p = nullptr;
     if (spec.optional && bytes == 0)
@@ -70,7 +84,8 @@ void DeviceWorkload::prepare_launch(const LaunchPrep& prep, CUstream stream) con
 void DeviceWorkload::reset_outputs(CUstream stream) const {
   for (std::size_t i = 0; i < output_buffers_.size(); ++i) {
     if (initial_[i].bytes() > 0)
-      JITUNE_CU_CHECK(cuMemcpyDtoDAsync(output_buffers_[i].get(), initial_[i].get(), initial_[i].bytes(), stream));
+      JITUNE_CU_CHECK(cuMemcpyDtoDAsync(output_buffers_[i].get() + output_offset_[i], initial_[i].get(),
+                                        initial_[i].bytes(), stream));
     else
       JITUNE_CU_CHECK(cuMemsetD8Async(output_buffers_[i].get(), 0xFF, output_buffers_[i].bytes(), stream));
   }
@@ -104,11 +119,12 @@ std::string DeviceComparer::compare(const DeviceWorkload& w, CUstream stream) {
   for (std::size_t i = 0; i < w.checks().size(); ++i) {
     const OutputCheck& check = w.checks()[i];
     const std::size_t es = dtype_size(check.dtype);
-    unsigned long long n = w.output_buffers()[i].bytes() / es;
+    unsigned long long n = w.output_bytes(i) / es;
     if (w.expected()[i].bytes() < n * es) n = w.expected()[i].bytes() / es;
     const unsigned long long init[2] = {0, ~0ull};
     JITUNE_CU_CHECK(cuMemcpyHtoD(result_.get(), init, sizeof init));
-    CUdeviceptr got = w.output_buffers()[i].get(), expected = w.expected()[i].get(), result = result_.get();
+    CUdeviceptr got = reinterpret_cast<CUdeviceptr>(w.outputs()[i]), expected = w.expected()[i].get(),
+                result = result_.get();
     double rtol = check.rtol, atol = check.atol;
     void* args[] = {&got, &expected, &n, &rtol, &atol, &result};
     const unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>(4096, (n + 255) / 256 + 1));

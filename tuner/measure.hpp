@@ -24,12 +24,16 @@ class DeviceWorkload {
   /// What the runtime does before a launch with `prep`: zeroes the workspace range and the listed outputs.
   void prepare_launch(const LaunchPrep& prep, CUstream stream) const;
   const std::vector<driver::DeviceBuffer>& expected() const noexcept { return expected_; }
+  /// The allocations behind outputs() (an output placed misaligned starts placement bytes in).
   const std::vector<driver::DeviceBuffer>& output_buffers() const noexcept { return output_buffers_; }
+  /// Bytes of output `i` the reference covers.
+  std::size_t output_bytes(std::size_t i) const noexcept { return output_bytes_[i]; }
   const std::vector<OutputCheck>& checks() const noexcept { return checks_; }
 
  private:
   std::vector<driver::DeviceBuffer> input_buffers_, output_buffers_, initial_, expected_;
   std::vector<void*> inputs_, outputs_;
+  std::vector<std::size_t> output_offset_, output_bytes_;
   std::vector<const void*> bound_;        // family buffer order
   std::vector<std::uint64_t> bound_bytes_;
   std::vector<std::uint8_t> alignment_;

@@ -32,13 +32,15 @@ class ElementwiseFamily final : public Family {
   std::vector<ProblemOption> problem_options() const override {
     return {{"expr", "expression, e.g. 'z = x * y' (inputs: names read, in order of first appearance)"},
             {"dtype", "float32, float16 or bfloat16"},
-            {"n", "element count"}};
+            {"n", "element count"},
+            {"align", "optional: alignment class in bytes of each pointer, inputs then output, e.g. '2,16,16' for "
+                      "an input view one float16 element off (tunes that misaligned class)"}};
   }
 
   std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
     for (const auto& [key, value] : options)
-      if (key != "expr" && key != "dtype" && key != "n")
-        throw InvalidArgument("elementwise problem: unknown option '" + key + "'; options are expr, dtype, n");
+      if (key != "expr" && key != "dtype" && key != "n" && key != "align")
+        throw InvalidArgument("elementwise problem: unknown option '" + key + "'; options are expr, dtype, n, align");
     auto get = [&](const char* key) -> const std::string& {
       auto it = options.find(key);
       if (it == options.end())
@@ -50,8 +52,10 @@ class ElementwiseFamily final : public Family {
     auto [end, ec] = std::from_chars(n_text.data(), n_text.data() + n_text.size(), n);
     if (ec != std::errc() || end != n_text.data() + n_text.size() || n < 0)
       throw InvalidArgument("elementwise problem: n='" + n_text + "' is not a non-negative integer");
+    auto align = options.find("align");
     return std::make_unique<ElementwiseProblem>(*parse_expression_cached(get("expr")), parse_dtype(get("dtype")),
-                                                n);
+                                                n, align == options.end() ? std::vector<std::uint8_t>{}
+                                                                          : parse_align(align->second));
   }
 
   Config heuristic(const Problem& problem, const DeviceInfo&) const override {
@@ -106,7 +110,21 @@ class ElementwiseFamily final : public Family {
     BufferSpec output{p.expression().output, BufferRole::kOut, p.dtype(), {p.n()}, {}};
     output.in_place = true;  // each element is read and written by the same thread
     out.push_back(std::move(output));
+    for (std::size_t i = 0; i < p.align().size(); ++i) out[i].placement = p.align()[i];
     return out;
+  }
+
+  // Each misaligned class is a problem of its own: the realigning kernel runs every class correctly with the
+  // aligned record's config, but the fastest pack, unroll and block differ once inputs need two loads a pack.
+  std::unique_ptr<Problem> with_alignment(const Problem& problem, std::span<const std::uint8_t> classes) const override {
+    const auto& p = static_cast<const ElementwiseProblem&>(problem);
+    if (classes.size() != static_cast<std::size_t>(p.arity()) + 1) return nullptr;
+    bool full = true;
+    for (std::uint8_t c : classes) full = full && c >= 16;
+    if (full) return nullptr;
+    std::vector<std::uint8_t> align(classes.begin(), classes.end());
+    for (auto& c : align) c = std::min<std::uint8_t>(c, 16);
+    return std::make_unique<ElementwiseProblem>(p.expression(), p.dtype(), p.n(), std::move(align));
   }
 
   Shortcut shortcut(const Problem& problem) const override {
@@ -177,6 +195,18 @@ class ElementwiseFamily final : public Family {
     for (const char* dtype : {"float32", "float16"})
       cases.emplace_back(std::string("fma_") + dtype + "_134217728",
                          std::string("dtype=") + dtype + ";expr=out = a * b + c;n=134217728");
+    // Misaligned views (issue 19), one alignment class each: the name says which pointers sit how many elements
+    // past a 256-byte boundary (jitune_bench places them so), the signature the classes that follows.
+    const std::pair<const char*, const char*> views[] = {
+        {"mul_float16_134217728_x+1", "align=2,16,16;dtype=float16;expr=z = x * y;n=134217728"},
+        {"mul_float16_134217728_x+2", "align=4,16,16;dtype=float16;expr=z = x * y;n=134217728"},
+        {"mul_float16_134217728_all+1", "align=2,2,2;dtype=float16;expr=z = x * y;n=134217728"},
+        {"mul_float16_134217728_x+1_y+3", "align=2,2,16;dtype=float16;expr=z = x * y;n=134217728"},
+        {"mul_float32_134217728_x+1", "align=4,16,16;dtype=float32;expr=z = x * y;n=134217728"},
+        {"mul_float16_1048576_x+1", "align=2,16,16;dtype=float16;expr=z = x * y;n=1048576"},
+        {"fma_float16_134217728_a+1", "align=2,16,16,16;dtype=float16;expr=out = a * b + c;n=134217728"},
+    };
+    for (const auto& [name, signature] : views) cases.emplace_back(name, signature);
     return cases;
   }
 
@@ -186,23 +216,61 @@ class ElementwiseFamily final : public Family {
 
 }  // namespace
 
-ElementwiseProblem::ElementwiseProblem(Expression expression, DType dtype, std::int64_t n)
-    : expression_(std::move(expression)), dtype_(dtype), n_(n) {
+ElementwiseProblem::ElementwiseProblem(Expression expression, DType dtype, std::int64_t n,
+                                       std::vector<std::uint8_t> align)
+    : expression_(std::move(expression)), dtype_(dtype), n_(n), align_(std::move(align)) {
   if (!supported(dtype))
     throw InvalidArgument("elementwise: dtype " + std::string(dtype_name(dtype)) +
                           " is not supported; use float32, float16 or bfloat16");
   if (n < 0) throw InvalidArgument("elementwise: element count " + std::to_string(n) + " is negative");
+  if (align_.empty()) return;
+  const std::size_t buffers = expression_.inputs.size() + 1;
+  if (align_.size() != buffers)
+    throw InvalidArgument("elementwise: align gives " + std::to_string(align_.size()) + " alignment classes for " +
+                          std::to_string(buffers) + " buffers; give one per input (in order) and one for the output");
+  bool full = true;
+  for (std::uint8_t c : align_) {
+    if (c < dtype_size(dtype) || c > 16 || (c & (c - 1)) != 0)
+      throw InvalidArgument("elementwise: alignment class " + std::to_string(c) + " must be a power of two from " +
+                            std::to_string(dtype_size(dtype)) + " (one " + std::string(dtype_name(dtype)) +
+                            " element) to 16 bytes");
+    full = full && c == 16;
+  }
+  if (full) align_.clear();  // every pointer aligned: the plain problem
 }
 
 std::string ElementwiseProblem::signature() const {
-  return "dtype=" + std::string(dtype_name(dtype_)) + ";expr=" + expression_.canonical + ";n=" + std::to_string(n_);
+  std::string align;
+  for (std::uint8_t c : align_) align += (align.empty() ? "align=" : ",") + std::to_string(c);
+  return (align.empty() ? "" : align + ";") + "dtype=" + std::string(dtype_name(dtype_)) +
+         ";expr=" + expression_.canonical + ";n=" + std::to_string(n_);
+}
+
+std::vector<std::uint8_t> parse_align(const std::string& text) {
+  std::vector<std::uint8_t> out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t end = std::min(text.find(',', pos), text.size());
+    int value = -1;
+    auto [ptr, ec] = std::from_chars(text.data() + pos, text.data() + end, value);
+    if (ec != std::errc() || ptr != text.data() + end || value < 1 || value > 16)
+      throw InvalidArgument("elementwise problem: align='" + text + "' is not a comma-separated list of alignment "
+                            "classes in bytes (1, 2, 4, 8 or 16), one per input and one for the output");
+    out.push_back(static_cast<std::uint8_t>(value));
+    pos = end + 1;
+  }
+  return out;
 }
 
 std::string ElementwiseProblem::group() const {
   return std::string(dtype_name(dtype_)) + "|arity=" + std::to_string(arity());
 }
 
-std::vector<double> ElementwiseProblem::features() const { return {std::log2(static_cast<double>(n_) + 1.0)}; }
+std::vector<double> ElementwiseProblem::features() const {
+  std::uint8_t smallest = 16;
+  for (std::uint8_t c : align_) smallest = std::min(smallest, c);
+  return {std::log2(static_cast<double>(n_) + 1.0), std::log2(static_cast<double>(smallest))};
+}
 
 double ElementwiseProblem::bytes_moved() const {
   return static_cast<double>(n_) * static_cast<double>(dtype_size(dtype_)) * (arity() + 1);

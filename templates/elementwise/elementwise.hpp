@@ -10,26 +10,35 @@
 
 namespace jitune::templates::elementwise {
 
-/// One elementwise call: expression, dtype, element count.
+/// One elementwise call: expression, dtype, element count, and the pointers' alignment classes when the call's
+/// views are misaligned (a class each for the inputs in order and the output; empty: all 16-byte aligned).
 class ElementwiseProblem final : public Problem {
  public:
-  /// Throws InvalidArgument for dtypes other than float32/float16/bfloat16 or a negative count.
-  ElementwiseProblem(Expression expression, DType dtype, std::int64_t n);
+  /// Throws InvalidArgument for dtypes other than float32/float16/bfloat16, a negative count, or alignment
+  /// classes that are not one per buffer, powers of two up to 16 and at least the element size.
+  ElementwiseProblem(Expression expression, DType dtype, std::int64_t n, std::vector<std::uint8_t> align = {});
   const Expression& expression() const noexcept { return expression_; }
   DType dtype() const noexcept { return dtype_; }
   std::int64_t n() const noexcept { return n_; }
   int arity() const noexcept { return static_cast<int>(expression_.inputs.size()); }
+  /// Alignment classes (inputs, then the output); empty when every pointer is 16-byte aligned.
+  const std::vector<std::uint8_t>& align() const noexcept { return align_; }
 
-  std::string signature() const override;   ///< "dtype=float32;expr=z = x * y;n=1024"
+  /// "dtype=float32;expr=z = x * y;n=1024", or "align=4,16,16;dtype=float32;..." for a misaligned class.
+  std::string signature() const override;
   std::string group() const override;       ///< "float32|arity=2"
-  std::vector<double> features() const override;  ///< {log2(n)}
+  std::vector<double> features() const override;  ///< {log2(n), log2(smallest alignment class)}
   double bytes_moved() const override;
 
  private:
   Expression expression_;
   DType dtype_;
   std::int64_t n_;
+  std::vector<std::uint8_t> align_;
 };
+
+/// The alignment classes of an "align" problem option ("2,16,16"): throws InvalidArgument on anything else.
+std::vector<std::uint8_t> parse_align(const std::string& text);
 
 /// How the kernel covers n elements with packs of `pack` elements for these pointers (inputs in order, then the
 /// output): `head` elements first and the ones from `head + packs * pack` on go through the scalar path; in between

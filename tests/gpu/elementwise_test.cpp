@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <thread>
 
 #include "cache/store.hpp"
@@ -352,6 +353,61 @@ TEST_CASE("tuning on first use stores a record and the call is correct") {
   Explanation x = rt.explain("elementwise", elementwise_signature("out = a * b + c", 65537, DType::kBFloat16));
   CHECK(x.level == MatchLevel::kExact);
   CHECK(x.time_us > 0);
+}
+
+TEST_CASE("a misaligned call is decided for its alignment class; the tuner tunes that class on misaligned buffers") {
+  TempDir dir;
+  RuntimeOptions o = test::isolated_options(dir);
+  o.tuning = tuner::tune_on_first_use({6, 0.2});
+  Runtime rt(o);
+  const std::int64_t n = 70001;
+  const std::string plain = elementwise_signature("z = x * y", n, DType::kFloat16);
+  const std::string x_off = "align=2,16,16;" + plain;   // x one element off
+  const std::string all_off = "align=4,4,4;" + plain;  // every pointer two elements off
+  // The elementwise signatures in the user store (explain would tune, so the store is read directly).
+  auto stored = [&] {
+    std::set<std::string> out;
+    const cache::Store store(dir.path / "tuning.sqlite", cache::OpenMode::kReadOnly);
+    for (const auto& r : store.records())
+      if (r.key.family == "elementwise") out.insert(r.key.signature);
+    return out;
+  };
+  // The aligned call tunes (and stores) the plain problem only.
+  check_expression(rt, "z = x * y", DType::kFloat16, n, {0, 0, 0}, 11);
+  CHECK(stored() == std::set<std::string>{plain});
+  // x one element off: its class is tuned on its own and stored under its signature; the result is right.
+  check_expression(rt, "z = x * y", DType::kFloat16, n, {0, 1, 0}, 12);
+  CHECK(stored() == std::set<std::string>{plain, x_off});
+  // Three elements off is the same class (2 bytes): nothing new is tuned. Two off everywhere is a new class.
+  check_expression(rt, "z = x * y", DType::kFloat16, n, {0, 3, 0}, 13);
+  CHECK(stored() == std::set<std::string>{plain, x_off});
+  check_expression(rt, "z = x * y", DType::kFloat16, n, {2, 2, 2}, 14);
+  CHECK(stored() == std::set<std::string>{plain, x_off, all_off});
+  // A new Runtime without tuning serves each class from its own record.
+  Runtime plain_rt(test::isolated_options(dir));
+  CHECK(plain_rt.explain("elementwise", x_off).level == MatchLevel::kExact);
+  CHECK(plain_rt.explain("elementwise", all_off).level == MatchLevel::kExact);
+  check_expression(plain_rt, "z = x * y", DType::kFloat16, n, {0, 1, 0}, 15);
+}
+
+TEST_CASE("the tuner's workload places each buffer at the alignment class the problem names") {
+  const auto p = templates::elementwise::elementwise_family().parse_problem(
+      "align=2,8,4;dtype=float16;expr=z = x * y;n=1001");
+  const Workload w = templates::elementwise::elementwise_family().workload(*p, 5);
+  const auto reference = templates::elementwise::elementwise_family().reference(*p, w);
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));  // a context for the allocations
+  tuner::DeviceWorkload dw(templates::elementwise::elementwise_family(), *p, w, reference);
+  const Bindings b = dw.bindings({});
+  REQUIRE(b.pointers.size() == 3);
+  CHECK(b.alignment[0] == 2);
+  CHECK(b.alignment[1] == 8);
+  CHECK(b.alignment[2] == 4);
+  CHECK(reinterpret_cast<std::uintptr_t>(b.pointers[0]) % 16 == 2);
+  // The inputs' bytes sit behind the placed pointers.
+  std::vector<std::byte> x(w.inputs[0].size());
+  JITUNE_CU_CHECK(cuMemcpyDtoH(x.data(), reinterpret_cast<CUdeviceptr>(b.pointers[0]), x.size()));
+  CHECK(x == w.inputs[0]);
 }
 
 TEST_CASE("every config of the space verifies on odd sizes (tuner verification path)") {

@@ -155,6 +155,49 @@ TEST_CASE("vector plan: aligned output packs, shifted inputs realigned, nothing 
   }
 }
 
+TEST_CASE("a misaligned class is a problem of its own: signature, parsing, buffers' placement, features") {
+  const auto p = fam().parse_problem("align=2,16,16;dtype=float16;expr=z = x * y;n=1000");
+  CHECK(p->signature() == "align=2,16,16;dtype=float16;expr=z = x * y;n=1000");
+  CHECK(p->group() == "float16|arity=2");  // tuned classes borrow from each other and from the aligned problem
+  const auto specs = fam().buffers(*p);
+  REQUIRE(specs.size() == 3);
+  CHECK(specs[0].placement == 2);
+  CHECK(specs[1].placement == 16);
+  CHECK(specs[2].placement == 16);
+  const auto aligned = problem("z = x * y", "float16", 1000);
+  CHECK(aligned->features()[0] == doctest::Approx(p->features()[0]));
+  CHECK(aligned->features()[1] == doctest::Approx(4.0));
+  CHECK(p->features()[1] == doctest::Approx(1.0));
+  // All sixteen is the plain problem: one canonical signature, so "align=16,16,16" never reaches a store.
+  CHECK(fam().make_problem({{"expr", "z = x * y"}, {"dtype", "float16"}, {"n", "1000"}, {"align", "16,16,16"}})
+            ->signature() == aligned->signature());
+  CHECK_THROWS_WITH_AS(fam().parse_problem("align=2,16;dtype=float16;expr=z = x * y;n=1000"),
+                       doctest::Contains("one per input"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(fam().parse_problem("align=2,16,16;dtype=float32;expr=z = x * y;n=1000"),
+                       doctest::Contains("from 4 (one float32 element)"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(fam().parse_problem("align=3,16,16;dtype=float16;expr=z = x * y;n=1000"),
+                       doctest::Contains("power of two"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(fam().parse_problem("align=2,,16;dtype=float16;expr=z = x * y;n=1000"),
+                       doctest::Contains("comma-separated"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(fam().parse_problem("align=2,16,32;dtype=float16;expr=z = x * y;n=1000"),
+                       doctest::Contains("comma-separated"), InvalidArgument);
+}
+
+TEST_CASE("with_alignment: the call's classes refine the problem unless every pointer is 16-byte aligned") {
+  const auto p = problem("out = a * b + c", "float32", 4099);
+  const std::uint8_t full[] = {16, 16, 16, 16};
+  CHECK(fam().with_alignment(*p, full) == nullptr);
+  const std::uint8_t mixed[] = {4, 16, 8, 16};
+  const auto refined = fam().with_alignment(*p, mixed);
+  REQUIRE(refined != nullptr);
+  CHECK(refined->signature() == "align=4,16,8,16;dtype=float32;expr=out = a * b + c;n=4099");
+  const std::uint8_t wrong_count[] = {4, 16};
+  CHECK(fam().with_alignment(*p, wrong_count) == nullptr);
+  // The refined problem keeps the plain one's kernels: the same instantiation whatever the class.
+  const Config c = fam().heuristic(*p, nominal_device(90));
+  CHECK(fam().source(*refined, c).name_expression == fam().source(*p, c).name_expression);
+}
+
 TEST_CASE("index width switches to 64 bits for large counts") {
   CHECK_FALSE(templates::elementwise::needs_index64(1 << 27));
   CHECK(templates::elementwise::needs_index64(std::int64_t{1} << 31));
