@@ -1,13 +1,17 @@
 // upsample_nearest2d bench cases: the 12 public upsample 2x rows of bench-cases.md (NCHW) and their NHWC twins,
-// forward and backward, float32 and float16, through the public ops.
+// forward and backward, float32 and float16, through the public ops; and forwards whose input is a view a few
+// elements into its allocation (issue 19: "_src+1"), served by the aligned case's record.
 #include "bench/bench_case.hpp"
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
+#include "runtime/driver.hpp"
 #include "tuner/measure.hpp"
+
+#include <map>
 
 namespace jitune::bench {
 namespace {
 
-nlohmann::json run_upsample(Context& ctx, const std::string& signature) {
+nlohmann::json run_upsample(Context& ctx, const std::string& signature, std::size_t src_offset) {
   const Family& fam = templates::upsample_nearest2d::upsample_nearest2d_family();
   auto problem = fam.parse_problem(signature);
   const auto& p = static_cast<const templates::upsample_nearest2d::UpsampleProblem&>(*problem);
@@ -17,6 +21,13 @@ nlohmann::json run_upsample(Context& ctx, const std::string& signature) {
   w.initial_outputs.clear();  // the op writes every element: poison the output instead of zeroing it
   tuner::DeviceWorkload dw(fam, p, w, reference);
   const void* src = dw.inputs()[0];
+  driver::DeviceBuffer shifted;  // the input again, src_offset elements into an allocation of its own
+  if (src_offset > 0) {
+    const std::size_t offset = src_offset * dtype_size(p.dtype());
+    shifted = driver::DeviceBuffer(w.inputs[0].size() + offset);
+    JITUNE_CU_CHECK(cuMemcpyHtoD(shifted.get() + offset, w.inputs[0].data(), w.inputs[0].size()));
+    src = static_cast<const char*>(shifted.data()) + offset;
+  }
   void* dst = dw.outputs()[0];
   driver::StreamHandle stream;
   const auto s = reinterpret_cast<Stream>(stream.get());
@@ -47,9 +58,21 @@ nlohmann::json run_upsample(Context& ctx, const std::string& signature) {
 
 std::vector<Case> upsample_cases() {
   std::vector<Case> out;
-  for (const auto& [name, signature] : templates::upsample_nearest2d::upsample_nearest2d_family().default_suite())
-    out.push_back({name, "upsample_nearest2d", [sig = signature](Context& ctx) { return run_upsample(ctx, sig); },
+  std::map<std::string, std::string> suite;
+  for (const auto& [name, signature] : templates::upsample_nearest2d::upsample_nearest2d_family().default_suite()) {
+    out.push_back({name, "upsample_nearest2d", [sig = signature](Context& ctx) { return run_upsample(ctx, sig, 0); },
                    signature});
+    suite[name] = signature;
+  }
+  // Misaligned inputs (the same list as bench/peer/upsample_nearest2d.py): (suite case, element offset).
+  const std::pair<const char*, std::size_t> views[] = {{"upsample2x_fwd_float16_8x256x128x128", 1},
+                                                       {"upsample2x_fwd_float16_8x256x128x128_nhwc", 1},
+                                                       {"upsample2x_fwd_float32_8x256x128x128", 1},
+                                                       {"upsample2x_fwd_float16_2x640x64x64", 3}};
+  for (const auto& [base, offset] : views)
+    out.push_back({std::string(base) + "_src+" + std::to_string(offset), "upsample_nearest2d",
+                   [sig = suite.at(base), off = offset](Context& ctx) { return run_upsample(ctx, sig, off); },
+                   suite.at(base)});
   return out;
 }
 

@@ -17,7 +17,10 @@ def cases():
     for dtype in ("float16", "float32"):
         for per in (1, 2, 4, 16, 64):
             out.append(_index_add(dtype, N, N // per, 1))
+    for per in (1, 4, 64):
+        out.append(_index_add("bfloat16", N, N // per, 1))
     out.append(_index_add("float16", N // 64, 16384, 64))
+    out.append(_index_add("float16", N // 256, 16384, 256))
     for dtype in ("float16", "bfloat16"):
         out.append(_dot(dtype, N))
     return out

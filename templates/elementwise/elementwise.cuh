@@ -7,6 +7,7 @@
 // scalar path, so any element alignment is correct and no access leaves a buffer.
 #pragma once
 
+#include "common/realign.cuh"
 #include "common/types.cuh"
 
 namespace jitune {
@@ -22,39 +23,6 @@ struct Params {
   long long packs;   ///< Packs in the vector region; elements from head + packs * kPack on are scalar.
   long long shifts;  ///< 4 bits per input: in[a] + head lies shift_a elements past a pack boundary.
 };
-
-/// The kPack elements starting `shift` elements into lo, continuing into hi (0 <= shift < kPack).
-template <class T, int kPack>
-__device__ __forceinline__ Pack<T, kPack> realign(const Pack<T, kPack>& lo, const Pack<T, kPack>& hi, int shift) {
-  constexpr int kBytes = static_cast<int>(sizeof(T)) * kPack;
-  if constexpr (kBytes < 4) {
-    return lo;  // a pack of one 2-byte element is never shifted
-  } else {
-    constexpr int kWords = kBytes / 4;
-    unsigned w[2 * kWords];
-#pragma unroll
-    for (int k = 0; k < kWords; ++k) {
-      w[k] = reinterpret_cast<const unsigned*>(&lo)[k];
-      w[kWords + k] = reinterpret_cast<const unsigned*>(&hi)[k];
-    }
-    const int bytes = shift * static_cast<int>(sizeof(T));
-    const int q = bytes >> 2;                              // whole words to skip
-    const unsigned r = static_cast<unsigned>(bytes & 3) * 8u;  // then bits within a word
-    Pack<T, kPack> out;
-#pragma unroll
-    for (int k = 0; k < kWords; ++k) {
-      unsigned a = w[k], b = w[k + 1];
-#pragma unroll
-      for (int c = 1; c < kWords; ++c)  // selects, not a dynamically indexed (local memory) array
-        if (q == c) {
-          a = w[k + c];
-          b = w[k + c + 1];
-        }
-      reinterpret_cast<unsigned*>(&out)[k] = __funnelshift_r(a, b, r);
-    }
-    return out;
-  }
-}
 
 // Tunables (host names in brackets):
 //   kPack   [pack]:   elements per vector access, kPack * sizeof(T) <= 16 bytes; 1, 2, 4, 8.

@@ -190,7 +190,9 @@ class ScatterAddFamily final : public Family {
     // Contention sweep: 1, 2, 4, 16 and 64 sources per destination element.
     for (const char* dtype : {"float16", "float32"})
       for (std::int64_t per : {1, 2, 4, 16, 64}) index_add(dtype, n, n / per, 1);
+    for (std::int64_t per : {1, 4, 64}) index_add("bfloat16", n, n / per, 1);  // issue 19's collision levels
     index_add("float16", n / 64, 16384, 64);
+    index_add("float16", n / 256, 16384, 256);
     for (const char* dtype : {"float16", "bfloat16"})
       cases.emplace_back(std::string("dot_") + dtype + "_" + std::to_string(n),
                          std::string("dtype=") + dtype + ";n=" + std::to_string(n) + ";op=dot");

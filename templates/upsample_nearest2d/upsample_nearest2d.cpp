@@ -192,8 +192,10 @@ int usable_pack(const UpsampleProblem& p, KernelKind kernel, Strategy strategy, 
     const std::size_t pair_bytes = std::min<std::size_t>(2 * bytes, 16);
     bool ok = true;
     if (kernel == KernelKind::kPacked2x) {
-      if (nchw && !p.backward()) ok = aligned(src, bytes) && aligned(dst, pair_bytes);
+      // The 2x forward realigns a misaligned src in registers (Params::src_shift): only dst limits its pack.
+      if (nchw && !p.backward()) ok = aligned(dst, pair_bytes);
       else if (nchw) ok = aligned(src, pair_bytes) && aligned(dst, bytes);
+      else if (!p.backward()) ok = aligned(dst, bytes);
       else ok = aligned(src, bytes) && aligned(dst, bytes);
     } else if (p.backward() && strategy == Strategy::kScatter) {
       ok = aligned(src, bytes);  // scalar atomics into dst
@@ -226,6 +228,10 @@ Params make_params(const UpsampleProblem& p, KernelKind kernel, Strategy strateg
   } else {
     params.identity_h = s.in_h == s.out_h ? 1 : 0;
     params.identity_w = s.in_w == s.out_w ? 1 : 0;
+    if (kernel == KernelKind::kPacked2x) {
+      const std::size_t es = dtype_size(p.dtype()), bytes = static_cast<std::size_t>(pack) * es;
+      params.src_shift = static_cast<int>(reinterpret_cast<std::uintptr_t>(src) % bytes / es);
+    }
   }
   return params;
 }

@@ -13,6 +13,7 @@
 
 #include "common/atomics.cuh"
 #include "common/cache_hints.cuh"
+#include "common/realign.cuh"
 #include "common/types.cuh"
 
 namespace jitune {
@@ -30,6 +31,7 @@ struct Params {
   float scale_h, scale_w;  ///< Forward: PyTorch's source step (in/out or 1/scale). Backward: its window step.
   int identity_h;          ///< Forward: height keeps its size (PyTorch copies indices). Backward: sizes equal (copy).
   int identity_w;          ///< The same for the width.
+  int src_shift;           ///< forward_2x: src lies this many elements past a pack boundary (realigned loads).
 };
 
 enum : int { kNCHW = 0, kNHWC = 1 };
@@ -118,13 +120,25 @@ __global__ void __launch_bounds__(kBlock) forward_2x(Params p) {
   const Index tile = static_cast<Index>(kBlock) * kItems;
   // NCHW: a unit is kPack elements of one input row; NHWC: kPack channels of one input pixel.
   const Index per_row = kLayout == kNCHW ? w / kPack : static_cast<Index>(p.c) / kPack;
+  // Units are consecutive packs of src; a src `shift` elements past a pack boundary is read as two aligned packs
+  // realigned in registers, except the first and last unit, read element by element (nothing outside src).
+  const int shift = p.src_shift;
+  const Pack<T, kPack>* packs = reinterpret_cast<const Pack<T, kPack>*>(src - shift);
   for (Index base = static_cast<Index>(blockIdx.x) * tile + threadIdx.x; base < units;
        base += static_cast<Index>(gridDim.x) * tile) {
     Pack<T, kPack> x[kItems];
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
       const Index u = base + static_cast<Index>(it) * kBlock;
-      if (u < units) x[it] = load_hinted<kCache>(reinterpret_cast<const Pack<T, kPack>*>(src) + u);
+      if (u >= units) continue;
+      if (shift == 0) {
+        x[it] = load_hinted<kCache>(packs + u);
+      } else if (u > 0 && u + 1 < units) {
+        x[it] = realign(load_hinted<kCache>(packs + u), load_hinted<kCache>(packs + u + 1), shift);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) x[it].v[k] = src[u * kPack + k];
+      }
     }
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {

@@ -90,13 +90,15 @@ struct Params {
   long long dst_numel;
   float scale_h, scale_w;
   int identity_h, identity_w;
+  int src_shift;
 };
-static_assert(sizeof(Params) == 96, "templates::upsample_nearest2d::Params must match the device struct");
+static_assert(sizeof(Params) == 104, "templates::upsample_nearest2d::Params must match the device struct");
 
 /// Elements per work unit's vector access for `kernel` / `strategy` (see the .cuh): the dimension `pack` must divide.
 std::int64_t pack_extent(const UpsampleProblem& problem, KernelKind kernel, Strategy strategy) noexcept;
 /// The widest pack <= max_pack that the shape and both pointers allow for this kernel; 0 when none does (the 2x
-/// kernels need their pair accesses aligned; the general ones always allow 1).
+/// kernels need their pair accesses aligned, except the 2x forward's source, which it realigns in registers; the
+/// general ones always allow 1).
 int usable_pack(const UpsampleProblem& problem, KernelKind kernel, Strategy strategy, int max_pack, const void* src,
                 const void* dst) noexcept;
 /// Kernel parameters for one launch.

@@ -58,6 +58,7 @@ void check_call(Runtime& rt, Direction d, const UpsampleNearest2d& s, std::uint6
   const auto src = templates::upsample_nearest2d::random_source(p, seed);
   const auto expected = templates::upsample_nearest2d::reference_output(p, src);
   Buffer in(src.size() + src_off * es), out(expected.size() + dst_off * es);
+  in.poison();  // NaN around the source: a read outside it (or a wrong realignment) shows in the result
   in.upload(src, src_off * es);
   out.poison();
   call(rt, d, s, in.at(src_off * es), out.at(dst_off * es));
@@ -117,10 +118,20 @@ TEST_CASE("the packed 2x kernels at the public shapes' widths, and their vector 
       for (Direction d : {Direction::kForward, Direction::kBackward}) {
         REQUIRE(UpsampleProblem(d, s).packed_2x());
         check_call(rt, d, s, ++seed);
-        check_call(rt, d, s, ++seed, 1, 0);  // source one element off: narrower packs
+        check_call(rt, d, s, ++seed, 1, 0);  // source one element off: realigned (forward), narrower (backward)
         check_call(rt, d, s, ++seed, 0, 1);  // destination one element off (NCHW: the general gather)
         check_call(rt, d, s, ++seed, 3, 5);
       }
+      // The forward at every source offset within a 16-byte pack, shapes with one unit and two units too.
+      const std::size_t per_pack = 16 / dtype_size(dtype);
+      for (std::size_t off = 1; off < per_pack; ++off) check_call(rt, Direction::kForward, s, ++seed, off, 0);
+      UpsampleNearest2d tiny = make_shape(1, layout == ImageLayout::kNHWC ? per_pack : 1, 1,
+                                          layout == ImageLayout::kNHWC ? 1 : per_pack, dtype, layout,
+                                          NearestMode::kNearest);
+      tiny.scale_h = tiny.scale_w = 2.0;
+      for (std::size_t off = 1; off < per_pack; ++off) check_call(rt, Direction::kForward, tiny, ++seed, off, 0);
+      tiny.in_h = 2;
+      for (std::size_t off = 1; off < per_pack; ++off) check_call(rt, Direction::kForward, tiny, ++seed, off, 0);
       UpsampleNearest2d sized = make_shape(2, 5, 7, 9, dtype, layout, NearestMode::kNearestExact);
       sized.out_h = 14;
       sized.out_w = 18;  // 2x given as a size

@@ -251,7 +251,14 @@ TEST_CASE("pointer rule: the widest pack the shape and pointers allow, general f
   alignas(64) static char mem[512];
   UpsampleProblem fwd(Direction::kForward, scaled(1, 2, 4, 8, 2, 2));  // float, W = 8
   CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem, mem + 256) == 4);
-  CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem + 8, mem + 256) == 2);
+  // The 2x forward realigns its source in registers: a source two floats off keeps pack 4, with that shift.
+  CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem + 8, mem + 256) == 4);
+  CHECK(templates::upsample_nearest2d::make_params(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem + 8, mem + 256).src_shift == 2);
+  CHECK(templates::upsample_nearest2d::make_params(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem + 16, mem + 256).src_shift == 0);
+  // The 2x backward reads its source in pairs of packs: those must be aligned.
+  UpsampleProblem bwd2x(Direction::kBackward, scaled(1, 2, 4, 8, 2, 2));
+  CHECK(templates::upsample_nearest2d::usable_pack(bwd2x, KernelKind::kPacked2x, Strategy::kGather, 4, mem + 8, mem + 256) == 1);
+  CHECK(templates::upsample_nearest2d::make_params(bwd2x, KernelKind::kPacked2x, Strategy::kGather, 1, mem + 8, mem + 256).src_shift == 0);
   // Output one float off: not even pairs fit the 2x kernel; the general gather takes pack 1.
   CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kPacked2x, Strategy::kGather, 4, mem, mem + 260) == 0);
   CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kGeneral, Strategy::kGather, 4, mem, mem + 260) == 1);
@@ -259,7 +266,8 @@ TEST_CASE("pointer rule: the widest pack the shape and pointers allow, general f
   CHECK(templates::upsample_nearest2d::usable_pack(fwd, KernelKind::kGeneral, Strategy::kGather, 4, mem + 4, mem + 256) == 4);
   UpsampleProblem nhwc(Direction::kForward, scaled(1, 6, 4, 4, 2, 2, DType::kFloat16, ImageLayout::kNHWC));
   CHECK(templates::upsample_nearest2d::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem, mem + 256) == 2);  // 6 channels
-  CHECK(templates::upsample_nearest2d::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem + 2, mem + 256) == 1);
+  CHECK(templates::upsample_nearest2d::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem + 2, mem + 256) == 2);
+  CHECK(templates::upsample_nearest2d::usable_pack(nhwc, KernelKind::kPacked2x, Strategy::kGather, 8, mem, mem + 258) == 1);
   UpsampleProblem bwd(Direction::kBackward, scaled(1, 1, 4, 6, 1.5, 1.5));  // out_w = 9: scatter walks rows of 9
   CHECK(templates::upsample_nearest2d::usable_pack(bwd, KernelKind::kGeneral, Strategy::kScatter, 4, mem, mem + 4) == 1);
   CHECK(templates::upsample_nearest2d::usable_pack(bwd, KernelKind::kGeneral, Strategy::kGather, 4, mem, mem + 8) == 2);
