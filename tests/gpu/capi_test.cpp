@@ -97,9 +97,6 @@ class Workspace {
         ++out;
       }
     }
-    // cuMemsetD8 may still run on the legacy stream when it returns, and a non-blocking stream does not wait for
-    // it: without this, a fast launch on such a stream can be overwritten by the poison.
-    JITUNE_CU_CHECK(cuCtxSynchronize());
   }
 
   // Every output against the reference (the family's tolerance), its guard bytes still poisoned.

@@ -55,15 +55,22 @@ struct Buffer {
   std::size_t bytes;
   explicit Buffer(std::size_t b, std::size_t pad = 64) : mem(b + pad), bytes(b + pad) {}
   void* at(std::size_t offset) const { return static_cast<char*>(mem.data()) + offset; }
+  // Upload and poison finish before they return: cuMemcpyHtoD from pageable memory and cuMemsetD8 may still run
+  // on the legacy stream when they return, and a test's non-blocking stream (driver::StreamHandle) does not wait
+  // for it, so a fast launch there could read stale inputs or have its output overwritten by the poison.
   void upload(const std::vector<std::byte>& host, std::size_t offset) const {
     if (!host.empty()) JITUNE_CU_CHECK(cuMemcpyHtoD(mem.get() + offset, host.data(), host.size()));
+    JITUNE_CU_CHECK(cuCtxSynchronize());
   }
   std::vector<std::byte> download(std::size_t n, std::size_t offset) const {
     std::vector<std::byte> host(n);
     if (n) JITUNE_CU_CHECK(cuMemcpyDtoH(host.data(), mem.get() + offset, n));
     return host;
   }
-  void poison() const { JITUNE_CU_CHECK(cuMemsetD8(mem.get(), 0xFF, bytes)); }
+  void poison() const {
+    JITUNE_CU_CHECK(cuMemsetD8(mem.get(), 0xFF, bytes));
+    JITUNE_CU_CHECK(cuCtxSynchronize());
+  }
 };
 
 }  // namespace jitune::test

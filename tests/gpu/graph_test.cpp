@@ -176,6 +176,7 @@ TEST_CASE("check_indices inside a capture is refused; a warm index_add without i
               stream.get(), options);
   };
   JITUNE_CU_CHECK(cuMemsetD8(dst.mem.get(), 0, dst.bytes));
+  JITUNE_CU_CHECK(cuCtxSynchronize());  // the legacy stream's memset, before the non-blocking stream's launch
   run(true);  // warm-up, with the check
   JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
 
@@ -184,6 +185,7 @@ TEST_CASE("check_indices inside a capture is refused; a warm index_add without i
   run(false);
   capture.finish();
   JITUNE_CU_CHECK(cuMemsetD8(dst.mem.get(), 0, dst.bytes));
+  JITUNE_CU_CHECK(cuCtxSynchronize());
   capture.replay();
   capture.replay();  // index_add accumulates: two replays add each source row twice
   const auto got = dst.download(dst_rows * len * 4, 0);

@@ -283,6 +283,7 @@ TEST_CASE(
     in.upload(stale.inputs[0], 0);
     out.poison();
     JITUNE_CU_CHECK(cuMemsetD8(saved.mem.get(), 0, saved.bytes));
+    JITUNE_CU_CHECK(cuCtxSynchronize());  // the legacy stream's memset, before launches on the non-blocking `s`
 
     CUdeviceptr next_p = next.mem.get(), in_p = in.mem.get(), out_p = out.mem.get(),
                 saved_p = saved.mem.get();
