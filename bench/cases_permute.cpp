@@ -49,6 +49,14 @@ std::vector<Case> permute_cases() {
   for (const auto& [name, signature] : templates::permute::permute_family().default_suite())
     out.push_back({name, "permute", [sig = signature](Context& ctx) { return run_permute(ctx, sig); },
                    signature});
+  // Identity permutes (issue 19): no kernel, one cuMemcpyDtoDAsync into the output (bench/peer/permute.py copies
+  // too: out.copy_(x), since x.permute(identity).contiguous() is x itself and writes nothing).
+  for (const char* dtype : {"float32", "float16"})
+    out.push_back({std::string("permute_") + dtype + "_4096x4096_01_identity", "permute",
+                   [sig = std::string("dtype=") + dtype + ";perm=0,1;shape=4096x4096"](Context& ctx) {
+                     return run_permute(ctx, sig);
+                   },
+                   std::string("dtype=") + dtype + ";perm=0,1;shape=4096x4096"});
   return out;
 }
 

@@ -21,6 +21,8 @@ def cases():
                 continue
             out.append(_case(f"mul_{dtype}_{n}_{suffix}", dtype, n, 2, offsets))
     out.append(_case("fma_float16_134217728_a+1", "float16", 134217728, 3, (0, 1, 0, 0)))
+    for dtype in ("float32", "float16"):  # one element: a launch each
+        out.append(_case(f"mul_{dtype}_1", dtype, 1, 2))
     return out
 
 

@@ -19,7 +19,24 @@ def cases():
     for dtype in ("float32", "float16"):
         for shape, perm in SHAPES:
             out.append(_case(dtype, shape, perm))
+    for dtype in ("float32", "float16"):
+        out.append(_identity(dtype, (4096, 4096)))
     return out
+
+
+def _identity(dtype, shape):
+    """An identity permute into an output buffer, as jitune's op writes one: out.copy_(x) (x.permute((0, 1))
+    .contiguous() would return x itself and move nothing)."""
+    def setup():
+        x = nonzero(shape, getattr(torch, dtype))
+        out = torch.empty_like(x)
+        run = lambda: out.copy_(x.permute(0, 1))
+        check = lambda: torch.equal(out, x)
+        return run, check, (lambda t: t.permute(0, 1).clone(), (x,), lambda got: torch.equal(got, x))
+
+    size = 2 if dtype == "float16" else 4
+    return {"case": f"permute_{dtype}_{shape[0]}x{shape[1]}_01_identity", "setup": setup,
+            "bytes": 2 * shape[0] * shape[1] * size, "op": "out.copy_(x)"}
 
 
 def _case(dtype, shape, perm):
