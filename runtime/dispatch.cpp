@@ -1,7 +1,8 @@
 // The one dispatch every op goes through: the call-site key (family + the call's raw values), the call site's
 // problem, buffer specs and decision (made once), the pointer check (once per pointer set), the decision of the
-// pointers' alignment class where the family tunes classes apart, the kernel variant the pointers allow, the launch preparation (workspace, zeroed outputs) and the launch. A warm call is one hash
-// lookup under a shared lock, a few comparisons, and cuLaunchKernel.
+// pointers' alignment class where the family tunes classes apart, the kernel variant the pointers allow, the
+// launch preparation (workspace, zeroed outputs) and the launch. A warm call is one hash lookup under a shared
+// lock, a few comparisons, and cuLaunchKernel.
 #include "runtime/dispatch.hpp"
 
 #include <atomic>

@@ -116,7 +116,8 @@ class ElementwiseFamily final : public Family {
 
   // Each misaligned class is a problem of its own: the realigning kernel runs every class correctly with the
   // aligned record's config, but the fastest pack, unroll and block differ once inputs need two loads a pack.
-  std::unique_ptr<Problem> with_alignment(const Problem& problem, std::span<const std::uint8_t> classes) const override {
+  std::unique_ptr<Problem> with_alignment(const Problem& problem,
+                                          std::span<const std::uint8_t> classes) const override {
     const auto& p = static_cast<const ElementwiseProblem&>(problem);
     if (classes.size() != static_cast<std::size_t>(p.arity()) + 1) return nullptr;
     bool full = true;
