@@ -364,9 +364,12 @@ std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::
   }
   jobs = std::move(kept_jobs);
   names = std::move(kept_names);
+  char summary[512];
+  std::snprintf(summary, sizeof summary, "shard %d of %d (%s): %zu of %zu work items, %.1f%% of the estimated cost\n",
+                shard.index, shard.count, shard.source.c_str(), jobs.size(), items.size(),
+                total > 0 ? 100 * mine / total : 0.0);
   if (!args.plan) {
-    std::fprintf(stderr, "shard %d of %d (%s): %zu of %zu work items, %.1f%% of the estimated cost\n", shard.index,
-                 shard.count, shard.source.c_str(), jobs.size(), items.size(), total > 0 ? 100 * mine / total : 0.0);
+    std::fputs(summary, stderr);
     return std::nullopt;
   }
   if (common.json) {
@@ -376,8 +379,7 @@ std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::
                      .dump(2)
               << "\n";
   } else {
-    std::printf("shard %d of %d (%s): %zu of %zu work items, %.1f%% of the estimated cost\n", shard.index,
-                shard.count, shard.source.c_str(), jobs.size(), items.size(), total > 0 ? 100 * mine / total : 0.0);
+    std::fputs(summary, stdout);
     for (const auto& item : listed)
       std::printf("  %-18s %-46s cost %10.0f\n", item["family"].get<std::string>().c_str(),
                   item["name"].get<std::string>().c_str(), item["cost"].get<double>());
