@@ -215,7 +215,8 @@ std::vector<Row> rows(const Fixture& f) {
   // The environment.
   cli("cache export " + f.at("y.jsonl"), 1, "store", "does not exist", "JITUNE_CACHE_DIR=" + f.at("text.sqlite"));
   if (device_count() == 0)  // explain from the caches: an unreadable shipped cache is a note, the others still serve
-    cli("explain permute --dtype float32 --shape 8192x8192 --perm 1,0", 0, "", "shipped cache skipped",
+    cli("explain --device-name 'NVIDIA H100 80GB HBM3' permute --dtype float32 --shape 8192x8192 --perm 1,0", 0, "",
+        "shipped cache skipped",
         "JITUNE_SHIPPED_CACHES=" + f.at("text.sqlite"));
   cli("cache paths", 0, "", "(ok)", "env -u HOME -u XDG_CACHE_HOME -u JITUNE_CACHE_DIR");
 

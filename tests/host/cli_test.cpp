@@ -89,14 +89,23 @@ TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shi
   }
   Dir dir;  // an empty user cache folder: a fresh machine
   const std::string fresh = "--cache " + (dir.path / "none.sqlite").string();
-  Result suite = run("--json " + fresh + " explain --suite default");
-  REQUIRE_MESSAGE(suite.code == 0, suite.out);
-  const auto j = nlohmann::json::parse(suite.out);
-  CHECK(j["device"].get<std::string>().find("NVIDIA H100 80GB HBM3") == 0);
-  std::size_t exact = 0;
-  for (const auto& c : j["cases"]) exact += c["level"] == "exact";
-  CHECK(exact == j["cases"].size());  // the shipped H100 cache covers the default suite
-  CHECK(j["cases"].size() > 50);
+  // Two device models are shipped: without a GPU, explain asks which one and names both.
+  Result ask = run(fresh + " explain --suite default");
+  CHECK(ask.code == 1);
+  CHECK(ask.out.find("'NVIDIA H100 80GB HBM3', 'NVIDIA H200'") != std::string::npos);
+  std::size_t shipped_records = 0;
+  for (const std::string device : {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}) {
+    INFO(device);
+    Result suite = run("--json " + fresh + " explain --device-name '" + device + "' --suite default");
+    REQUIRE_MESSAGE(suite.code == 0, suite.out);
+    const auto j = nlohmann::json::parse(suite.out);
+    CHECK(j["device"].get<std::string>().find(device) == 0);
+    std::size_t exact = 0;
+    for (const auto& c : j["cases"]) exact += c["level"] == "exact";
+    CHECK(exact == j["cases"].size());  // each shipped file covers the default suite on its device
+    CHECK(j["cases"].size() > 50);
+    shipped_records += j["cases"].size();
+  }
   Result one = run(fresh + " explain --device-name 'NVIDIA H100 80GB HBM3' permute --dtype float32 --shape 8192x8192 "
                    "--perm 1,0");
   CHECK_MESSAGE(one.code == 0, one.out);
@@ -104,11 +113,11 @@ TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shi
   CHECK(one.out.find("none yet") != std::string::npos);  // the missing user cache is a note, not an error
   Result unknown = run(fresh + " explain --device-name 'Some GPU' permute --dtype float32 --shape 8x8 --perm 1,0");
   CHECK(unknown.code == 1);
-  CHECK(unknown.out.find("they hold 'NVIDIA H100 80GB HBM3'") != std::string::npos);
+  CHECK(unknown.out.find("they hold 'NVIDIA H100 80GB HBM3', 'NVIDIA H200'") != std::string::npos);
   Result list = run("--json " + fresh + " cache list");
   REQUIRE_MESSAGE(list.code == 0, list.out);
   const auto records = nlohmann::json::parse(list.out);
-  CHECK(records.size() == j["cases"].size());
+  CHECK(records.size() == shipped_records);
   CHECK(records[0]["source"].get<std::string>().find("shipped") != std::string::npos);
   CHECK(nlohmann::json::parse(run("--json --no-shipped " + fresh + " cache list").out).empty());
 }
@@ -406,22 +415,24 @@ TEST_CASE("the build ships every default-suite case's kernel beside the shipped 
     return;
   }
   Dir dir;
-  Result suite = run("--json --cache " + (dir.path / "none.sqlite").string() +
-                     " --device-name 'NVIDIA H100 80GB HBM3' explain --suite default");
-  REQUIRE_MESSAGE(suite.code == 0, suite.out);
   Compiler compiler;
   BinaryCache folder(kernels);
-  std::size_t found = 0;
-  const auto cases = nlohmann::json::parse(suite.out)["cases"];
-  for (const auto& c : cases) {
-    const Family& f = family(c["family"].get<std::string>());
-    const KernelSource src =
-        f.source(*f.parse_problem(c["signature"].get<std::string>()), Config::parse(c["config"].get<std::string>()));
-    INFO(c["case"].get<std::string>());
-    CHECK(folder.get(compiler.binary_key(src.program, src.name_expression, "sm_90")).has_value());
-    ++found;
+  for (const std::string device : {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}) {  // both shipped sm_90 models
+    Result suite = run("--json --cache " + (dir.path / "none.sqlite").string() + " --device-name '" + device +
+                       "' explain --suite default");
+    REQUIRE_MESSAGE(suite.code == 0, suite.out);
+    std::size_t found = 0;
+    const auto cases = nlohmann::json::parse(suite.out)["cases"];
+    for (const auto& c : cases) {
+      const Family& f = family(c["family"].get<std::string>());
+      const KernelSource src = f.source(*f.parse_problem(c["signature"].get<std::string>()),
+                                        Config::parse(c["config"].get<std::string>()));
+      INFO(device, ": ", c["case"].get<std::string>());
+      CHECK(folder.get(compiler.binary_key(src.program, src.name_expression, "sm_90")).has_value());
+      ++found;
+    }
+    CHECK(found > 50);
   }
-  CHECK(found > 50);
   // and `jitune cache paths` names the folder
   Result paths = run("--json cache paths");
   REQUIRE_MESSAGE(paths.code == 0, paths.out);
