@@ -6,9 +6,10 @@
 # beside PyTorch, and the join with the C++ bench of the same run (needs bench's jitune.json and torch.json).
 # With "inductor": the C++ bench and PyTorch eager + torch.compile (Inductor, max-autotune) side by side.
 # With "firstcall": the first call of a new process per family, with the shipped kernels and with NVRTC.
+# With "vs_inductor": jitune's Python path and Inductor in one process (bench/python/vs_inductor.py), per family.
 # With "profile": Nsight Compute on one call of jitune and of Inductor per case whose name contains an argument
 #   (bench/python/vs_inductor.py --profile; the arguments are case texts, not families), and Inductor's code.
-#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|firstcall|profile|all] [family ...]
+#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|vs_inductor|firstcall|profile|all] [family ...]
 #   (default: all)
 set -uo pipefail
 what=${1:-all}
@@ -69,6 +70,12 @@ if [ "$what" = firstcall ]; then
     done
   done
   cat "$out/first_call.jsonl"
+fi
+if [ "$what" = vs_inductor ]; then
+  # Issue 21: jitune's Python path and Inductor in one process, same timer (bench/python/vs_inductor.py), per family.
+  export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}
+  python3 bench/python/vs_inductor.py --json "$out/vs_inductor.json" --rounds "${ROUNDS:-2}" "${fam_args[@]}" \
+    2>&1 | grep -v Warning | tee "$out/vs_inductor.txt" || status=1
 fi
 if [ "$what" = profile ]; then
   export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}

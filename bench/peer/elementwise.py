@@ -13,20 +13,28 @@ def cases():
             out.append(_case(f"mul_{dtype}_{n}", dtype, n, 2))
     for dtype in ("float32", "float16"):
         out.append(_case(f"fma_{dtype}_134217728", dtype, 134217728, 3))
-    # Element offsets of (out, inputs...): the same list as bench/cases_elementwise.cpp.
+    for name, dtype, n, offsets in offset_cases():
+        out.append(_case(name, dtype, n, len(offsets) - 1, offsets))
+    return out
+
+
+def offset_cases():
+    """The misaligned-view and one-element cases as (name, dtype, n, element offsets of (out, inputs...)): the
+    same list as bench/cases_elementwise.cpp, shared with bench/python/bench_ops.py."""
+    out = []
     for suffix, offsets in (("x+1", (0, 1, 0)), ("x+2", (0, 2, 0)), ("x+3", (0, 3, 0)), ("all+1", (1, 1, 1)),
                             ("x+1_y+3", (0, 1, 3))):
         for dtype, n in (("float16", 134217728), ("float32", 134217728), ("float16", 1048576)):
             if suffix != "x+1" and (dtype, n) != ("float16", 134217728):
                 continue
-            out.append(_case(f"mul_{dtype}_{n}_{suffix}", dtype, n, 2, offsets))
-    out.append(_case("fma_float16_134217728_a+1", "float16", 134217728, 3, (0, 1, 0, 0)))
+            out.append((f"mul_{dtype}_{n}_{suffix}", dtype, n, offsets))
+    out.append(("fma_float16_134217728_a+1", "float16", 134217728, (0, 1, 0, 0)))
     for dtype in ("float32", "float16"):  # one element: a launch each
-        out.append(_case(f"mul_{dtype}_1", dtype, 1, 2))
+        out.append((f"mul_{dtype}_1", dtype, 1, (0, 0, 0)))
     return out
 
 
-def _view(n, dt, offset, make):
+def offset_view(n, dt, offset, make):
     """n elements `offset` elements into a tensor of n + offset (x[offset:], misaligned for vector access)."""
     return make(n + offset, dt)[offset:] if offset else make(n, dt)
 
@@ -36,8 +44,8 @@ def _case(name, dtype, n, arity, offsets=()):
 
     def setup():
         dt = getattr(torch, dtype)
-        ins = [_view(n, dt, offsets[1 + a], nonzero) for a in range(arity)]
-        res = _view(n, dt, offsets[0], lambda m, t: torch.empty(m, device="cuda", dtype=t))
+        ins = [offset_view(n, dt, offsets[1 + a], nonzero) for a in range(arity)]
+        res = offset_view(n, dt, offsets[0], lambda m, t: torch.empty(m, device="cuda", dtype=t))
         if arity == 2:
             run = lambda: torch.mul(ins[0], ins[1], out=res)
             check = lambda: torch.equal(res, ins[0] * ins[1])

@@ -15,6 +15,9 @@ import torch.nn.functional as F
 from .common import nonzero
 
 SHAPES = ((16, 32, 80, 80), (2, 640, 64, 64), (8, 256, 128, 128))
+# Forward cases with a misaligned input (issue 19): dtype, shape, layout, element offset of the input's start.
+SHIFTED = (("float16", (8, 256, 128, 128), "nchw", 1), ("float16", (8, 256, 128, 128), "nhwc", 1),
+           ("float32", (8, 256, 128, 128), "nchw", 1), ("float16", (2, 640, 64, 64), "nchw", 3))
 
 
 def cases():
@@ -33,10 +36,7 @@ def cases():
         out.append(_case(f"upsample1p5x_{direction}_float16_8x128x96x96_nhwc", direction, "float16",
                          (8, 128, 96, 96), "nhwc", 1.5))
     # Misaligned inputs: views `offset` elements into a larger tensor (as bench/cases_upsample_nearest2d.cpp).
-    for dtype, shape, layout, offset in (("float16", (8, 256, 128, 128), "nchw", 1),
-                                         ("float16", (8, 256, 128, 128), "nhwc", 1),
-                                         ("float32", (8, 256, 128, 128), "nchw", 1),
-                                         ("float16", (2, 640, 64, 64), "nchw", 3)):
+    for dtype, shape, layout, offset in SHIFTED:
         dims = "x".join(str(d) for d in shape)
         suffix = "_nhwc" if layout == "nhwc" else ""
         out.append(_case(f"upsample2x_fwd_{dtype}_{dims}{suffix}_src+{offset}", "fwd", dtype, shape, layout,
@@ -44,7 +44,7 @@ def cases():
     return out
 
 
-def _shifted(shape, dt, layout, offset):
+def shifted(shape, dt, layout, offset):
     """A random NCHW tensor (NHWC-strided for "nhwc") starting `offset` elements into its storage."""
     n, c, h, w = shape
     flat = nonzero(n * c * h * w + offset, dt)[offset:]
@@ -59,7 +59,7 @@ def _case(name, direction, dtype, shape, layout, factor=2.0, offset=0):
     def setup():
         dt = getattr(torch, dtype)
         if direction == "fwd":
-            x = _shifted(shape, dt, layout, offset) if offset else nonzero(shape, dt).contiguous(memory_format=fmt)
+            x = shifted(shape, dt, layout, offset) if offset else nonzero(shape, dt).contiguous(memory_format=fmt)
             run = lambda: F.interpolate(x, scale_factor=factor, mode="nearest")
             if factor == 2.0:
                 same = lambda got: torch.equal(got, x.repeat_interleave(2, 2).repeat_interleave(2, 3))

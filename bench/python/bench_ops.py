@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import peer_torch  # noqa: E402  (timed(): the one timing protocol of the Python benches)
 from peer import conv2d as peer_conv, permute as peer_permute, reduce_rows as peer_reduce  # noqa: E402
+from peer import elementwise as peer_elementwise, elementwise_view as peer_view  # noqa: E402
 from peer import upsample_nearest2d as peer_upsample  # noqa: E402
 from peer.common import nonzero  # noqa: E402
 
@@ -53,6 +54,37 @@ def elementwise_cases():
                     lambda a=a, b=b, c=c: torch.addcmul(c, a, b),
                     lambda got, want: torch.allclose(got.float(), want.float(), rtol=1e-2, atol=2e-2),
                     4 * n * a.element_size())
+    # Misaligned views (issue 19) and one element: the names and element offsets (out, inputs...) of
+    # bench/peer/elementwise.py; an offset output is written through jitune.elementwise(out=).
+    for name, dtype, n, offsets in peer_elementwise.offset_cases():
+        dt = getattr(torch, dtype)
+        arity = len(offsets) - 1
+        ins = [peer_elementwise.offset_view(n, dt, offsets[1 + a], nonzero) for a in range(arity)]
+        res = peer_elementwise.offset_view(n, dt, offsets[0], lambda m, t: torch.empty(m, device="cuda", dtype=t))
+        expr = "z = x * y" if arity == 2 else "out = a * b + c"
+        run = ((lambda e=expr, i=ins, r=res: jitune.elementwise(e, *i, out=r)) if offsets[0] else
+               (lambda e=expr, i=ins: jt.elementwise(e, *i)))
+        if arity == 2:
+            yield _case(name, "elementwise", run, lambda i=ins: i[0] * i[1], torch.equal, 3 * n * dt.itemsize)
+        else:
+            yield _case(name, "elementwise", run, lambda i=ins: torch.addcmul(i[2], i[0], i[1]),
+                        lambda got, want: torch.allclose(got.float(), want.float(), rtol=1e-2, atol=2e-2),
+                        4 * n * dt.itemsize)
+
+
+def elementwise_view_cases():
+    """The fused chains of bench/peer/elementwise_view.py through one jitune.torch elementwise call over the views."""
+    calls = {"view_permute_scale_bias_float16_64x1024x1024":
+             ("y = x * s + b", lambda x, s, b: (x.permute(0, 2, 1), s, b)),
+             "view_bias_add_float16_8192x1024": ("y = x + b", lambda x, b: (x, b)),
+             "view_slice_mul_float32_8192x1024": ("y = a * b", lambda a, b: (a[:, 1:], b)),
+             "view_broadcast3_float16_4096x4096": ("y = x * r + c", lambda x, r, c: (x, r, c))}
+    for peer in peer_view.cases():
+        expr, views = calls[peer["case"]]
+        _, _, (fn, args, good) = peer["setup"]()
+        ins = views(*args)
+        yield _case(peer["case"], "elementwise_view", lambda e=expr, i=ins: jt.elementwise(e, *i),
+                    lambda fn=fn, a=args: fn(*a), lambda got, want, good=good: good(got), peer["bytes"])
 
 
 def permute_cases():
@@ -62,17 +94,23 @@ def permute_cases():
             name = f"permute_{dtype}_{'x'.join(map(str, shape))}_{''.join(map(str, perm))}"
             yield _case(name, "permute", lambda x=x, p=perm: jt.permute(x, p),
                         lambda x=x, p=perm: x.permute(p).contiguous(), torch.equal, 2 * x.numel() * x.element_size())
+    for dtype in ("float32", "float16"):  # identity: one device copy on both sides (jitune into a new tensor)
+        x = nonzero((4096, 4096), getattr(torch, dtype))
+        yield _case(f"permute_{dtype}_4096x4096_01_identity", "permute", lambda x=x: jt.permute(x, (0, 1)),
+                    lambda x=x: x.clone(), torch.equal, 2 * x.numel() * x.element_size())
 
 
-def _upsample_case(direction, dtype, shape, layout, factor=2.0, label="upsample2x"):
+def _upsample_case(direction, dtype, shape, layout, factor=2.0, label="upsample2x", offset=0):
     n, c, h, w = shape
     oh, ow = int(h * factor), int(w * factor)
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
     dt = getattr(torch, dtype)
-    name = f"{label}_{direction}_{dtype}_{'x'.join(map(str, shape))}{'_nhwc' if layout == 'nhwc' else ''}"
+    name = (f"{label}_{direction}_{dtype}_{'x'.join(map(str, shape))}{'_nhwc' if layout == 'nhwc' else ''}"
+            + (f"_src+{offset}" if offset else ""))
     nbytes = n * c * (h * w + oh * ow) * dt.itemsize
     if direction == "fwd":
-        x = nonzero(shape, dt).contiguous(memory_format=fmt)
+        x = (peer_upsample.shifted(shape, dt, layout, offset) if offset else
+             nonzero(shape, dt).contiguous(memory_format=fmt))
         return _case(name, "upsample_nearest2d", lambda: jt.upsample_nearest2d(x, scale_factor=factor),
                      lambda: F.interpolate(x, scale_factor=factor, mode="nearest"), torch.equal, nbytes)
     g = nonzero((n, c, oh, ow), dt).contiguous(memory_format=fmt)
@@ -93,6 +131,8 @@ def upsample_cases():
     for direction in ("fwd", "bwd"):
         yield _upsample_case(direction, "float32", (8, 128, 64, 64), "nchw", 3.0, "upsample3x")
         yield _upsample_case(direction, "float16", (8, 128, 96, 96), "nhwc", 1.5, "upsample1p5x")
+    for dtype, shape, layout, offset in peer_upsample.SHIFTED:  # a misaligned input (issue 19)
+        yield _upsample_case("fwd", dtype, shape, layout, offset=offset)
 
 
 def _index_add_case(dtype, count, rows, row_length):
@@ -120,7 +160,10 @@ def scatter_add_cases():
     for dtype in ("float16", "float32"):
         for per in (1, 2, 4, 16, 64):
             yield _index_add_case(dtype, n, n // per, 1)
+    for per in (1, 4, 64):
+        yield _index_add_case("bfloat16", n, n // per, 1)
     yield _index_add_case("float16", n // 64, 16384, 64)
+    yield _index_add_case("float16", n // 256, 16384, 256)
     for dtype in ("float16", "bfloat16"):
         x, y = nonzero(n, getattr(torch, dtype)), nonzero(n, getattr(torch, dtype))
         yield _case(f"dot_{dtype}_{n}", "scatter_add", lambda x=x, y=y: jt.dot(x, y),
@@ -161,7 +204,8 @@ def reduce_rows_cases():
                     (rows * cols + rows) * dt.itemsize)
 
 
-FAMILIES = {"elementwise": elementwise_cases, "permute": permute_cases, "upsample_nearest2d": upsample_cases,
+FAMILIES = {"elementwise": elementwise_cases, "elementwise_view": elementwise_view_cases, "permute": permute_cases,
+            "upsample_nearest2d": upsample_cases,
             "scatter_add": scatter_add_cases, "conv2d": conv2d_cases, "reduce_rows": reduce_rows_cases}
 
 

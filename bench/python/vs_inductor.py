@@ -13,7 +13,7 @@ The figure of each side is the median over rounds of each round's median.
 With --profile: no timing; after both checks, one call of each side between cudaProfilerStart and Stop, for
   ncu --profile-from-start off --clock-control none ... python3 bench/python/vs_inductor.py --profile --case X
 (bench/device.sh profile runs that; TORCH_LOGS=output_code shows Inductor's kernel source).
-usage: python3 bench/python/vs_inductor.py --json out.json [--case TEXT ...] [--rounds 3] [--profile]
+usage: python3 bench/python/vs_inductor.py --json out.json [--family F ...] [--case TEXT ...] [--rounds 3] [--profile]
 """
 import argparse
 import importlib
@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--profile", action="store_true", help="one call of each side for ncu, no timing")
     ap.add_argument("--case", action="append", help="only cases whose name contains this text")
+    ap.add_argument("--family", action="append", choices=sorted(bench_ops.FAMILIES),
+                    help="only these families, in this order (default: all)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     if not args.json and not args.profile:
@@ -53,7 +55,8 @@ def main():
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     peers = peer_cases()
     rows = []
-    for family, make in bench_ops.FAMILIES.items():
+    for family in args.family or list(bench_ops.FAMILIES):
+        make = bench_ops.FAMILIES[family]
         for case in make():
             name = case["case"]
             if args.case and not any(text in name for text in args.case):
