@@ -22,7 +22,8 @@ class ElementwiseFamily final : public Family {
             {"pack", {1, 2, 4, 8}, "elements per vector access; pack * element size <= 16 bytes"},
             {"block", {128, 256, 512, 1024}, "threads per block"},
             {"unroll", {1, 2, 4, 8}, "packs each thread loads before computing"},
-            {"waves", {1, 2, 4, 8, 32}, "grid cap: at most waves x (blocks resident on the GPU at once)"},
+            {"waves", {1, 2, 4, 8, 32, 256},
+             "grid cap: at most waves x (blocks resident on the GPU at once); 256: in effect one tile per block"},
         }) {}
 
   std::string_view name() const override { return "elementwise"; }

@@ -64,6 +64,21 @@ TEST_CASE("constraints prune packs wider than 16 bytes, and the heuristic is leg
   CHECK(fam().check(*p, big_block, small).find("exceeds") != std::string::npos);
 }
 
+TEST_CASE("launch grid: waves cap the grid-stride grid; 256 waves is one tile per block on large problems") {
+  const DeviceInfo dev = nominal_device(90);
+  auto p = problem("z = x * y", "float32", std::int64_t{1} << 27);  // 2^25 packs of 4
+  const auto grid = [&](std::int64_t block, std::int64_t unroll, std::int64_t waves) {
+    return fam().launch_shape(*p, Config{{"pack", 4}, {"block", block}, {"unroll", unroll}, {"waves", waves}}, dev)
+        .grid.x;
+  };
+  const std::int64_t resident128 = dev.sm_count * (dev.max_threads_per_sm / 128);
+  CHECK(grid(128, 1, 32) == resident128 * 32);                 // capped: each thread loops over several tiles
+  CHECK(grid(128, 1, 256) == (std::int64_t{1} << 25) / 128);   // every tile its own block (Triton's launch)
+  CHECK(grid(1024, 4, 256) == (std::int64_t{1} << 25) / 4096);
+  auto tiny = problem("z = x * y", "float32", 5);
+  CHECK(fam().launch_shape(*tiny, Config{{"pack", 4}, {"block", 128}, {"unroll", 1}, {"waves", 256}}, dev).grid.x == 1);
+}
+
 TEST_CASE("vector plan: aligned output packs, shifted inputs realigned, nothing read outside a buffer") {
   alignas(64) static char mem[512];
   using templates::elementwise::plan_vectors;
