@@ -110,6 +110,39 @@ class StreamWorkspace {
   CUstream stream_;
 };
 
+// The workspace kept for `stream` when prep allows one (else nullptr: take a StreamWorkspace). The first launch
+// on a stream allocates it and clears its zeroed range on the stream; the kernel leaves that range zero again
+// when it finishes, and the stream runs the next launch after it, so later launches need no memset. Not for a
+// capturing stream (a graph may replay on any stream, beside direct calls), nor the per-thread default stream
+// (one handle, a stream per thread), nor past kMaxScratches streams; a stream handle is only reused by the
+// driver after its destroyed stream's work is done. The context must be current.
+void* stream_scratch(Runtime::Impl& impl, const LaunchPrep& prep, CUstream stream) {
+  if (!prep.rezeroed_by_kernel || prep.workspace_bytes > Runtime::Impl::kMaxScratchBytes ||
+      stream == CU_STREAM_PER_THREAD || stream_capturing(stream))
+    return nullptr;
+  std::lock_guard lock(impl.scratch_mutex);
+  for (const Runtime::Impl::Scratch& s : impl.scratches)
+    if (s.stream == stream && s.bytes == prep.workspace_bytes && s.zero_begin == prep.zero_begin &&
+        s.zero_end == prep.zero_end)
+      return reinterpret_cast<void*>(s.ptr);
+  if (impl.scratches.size() >= Runtime::Impl::kMaxScratches) return nullptr;
+  CUdeviceptr ptr = 0;
+  // Relaxed for this thread: a global-mode capture in another thread neither refuses this allocation nor is
+  // invalidated by it.
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  driver::api().cuThreadExchangeStreamCaptureMode(&mode);
+  const CUresult allocated = driver::api().cuMemAlloc(&ptr, prep.workspace_bytes);
+  driver::api().cuThreadExchangeStreamCaptureMode(&mode);
+  if (allocated != CUDA_SUCCESS) return nullptr;  // the usual stream-ordered workspace instead
+  const CUresult r = driver::api().cuMemsetD8Async(ptr + prep.zero_begin, 0, prep.zero_end - prep.zero_begin, stream);
+  if (r != CUDA_SUCCESS) {
+    driver::api().cuMemFree(ptr);
+    driver::check(r, "cuMemsetD8Async (stream scratch)");
+  }
+  impl.scratches.push_back({stream, prep.workspace_bytes, prep.zero_begin, prep.zero_end, ptr});
+  return reinterpret_cast<void*>(ptr);
+}
+
 }  // namespace
 
 CallSite& CallSites::site(Runtime::Impl& impl, const Family& family, const CallArgs& args, CUstream stream) {
@@ -319,9 +352,15 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
   if (kernel.prep.zero_buffers) zero_outputs(impl, site, kernel, buffers, cu_stream);
   if (kernel.prep.workspace_bytes > 0) {
     driver::make_current(impl.context);
+    KernelArgs kernel_args;
+    if (void* scratch = stream_scratch(impl, kernel.prep, cu_stream)) {
+      bindings.workspace = scratch;
+      family.kernel_args(problem, kernel.config, bindings, kernel_args);
+      impl.launch(kernel, kernel_args, cu_stream);
+      return;
+    }
     const StreamWorkspace workspace(kernel.prep, cu_stream);
     bindings.workspace = workspace.data();
-    KernelArgs kernel_args;
     family.kernel_args(problem, kernel.config, bindings, kernel_args);
     impl.launch(kernel, kernel_args, cu_stream);
     return;

@@ -97,6 +97,18 @@ struct Runtime::Impl {
   /// The generic dispatch's call sites, keyed by the raw call arguments (runtime/dispatch.hpp).
   std::unique_ptr<CallSites> call_sites;
 
+  /// A workspace kept for one stream (runtime/dispatch.cpp, stream_scratch): launches whose kernel leaves the
+  /// zeroed range zero (LaunchPrep::rezeroed_by_kernel) reuse it on that stream without a memset per call.
+  struct Scratch {
+    CUstream stream;
+    std::size_t bytes, zero_begin, zero_end;
+    CUdeviceptr ptr;
+  };
+  static constexpr std::size_t kMaxScratches = 8;           ///< Streams past these take a stream-ordered workspace.
+  static constexpr std::size_t kMaxScratchBytes = 64 << 10;  ///< Larger workspaces are never kept.
+  std::mutex scratch_mutex;
+  std::vector<Scratch> scratches;  ///< Freed by ~Impl, after the context's work is done.
+
  private:
   std::shared_mutex mutex_;
   std::mutex tune_mutex_;

@@ -184,6 +184,9 @@ struct LaunchPrep {
   std::size_t zero_begin = 0;           ///< Byte range of the workspace zeroed before the launch.
   std::size_t zero_end = 0;
   std::uint32_t zero_buffers = 0;       ///< Bit i set: buffer i (an output) is zeroed before the launch.
+  /// The kernel leaves [zero_begin, zero_end) zero again when it finishes (the dot's last block resets its block
+  /// counter), so a workspace kept for one stream serves that stream's next launch without clearing it again.
+  bool rezeroed_by_kernel = false;
 };
 
 /// Host data for verifying and timing one problem. Buffers of role kIn take `inputs` in buffers() order; buffers

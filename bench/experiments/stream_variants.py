@@ -8,9 +8,10 @@ host hidden, in rounds that alternate the sides.
         (Triton's launch), block size, packs per thread, cache operators on loads and stores.
   dot:  sum(x * y) over 2^24 float16 (the suite's dot case): blocks per SM, loads in flight, contiguous chunks
         against a grid-stride sweep, the final sum in the last block against a second kernel.
+  dot_prep: what zeroing the dot's block counter before each call costs (memset, stream write, none).
 
 A measurement, not a test: it prints a table and writes JSON; nothing in the library depends on it.
-usage: python3 bench/experiments/stream_variants.py --json out.json [--rounds 3] [--only mul|dot]
+usage: python3 bench/experiments/stream_variants.py --json out.json [--rounds 3] [--only mul|dot|dot_prep]
 """
 import argparse
 import json
@@ -274,17 +275,61 @@ def dot_part(rounds):
     return rows
 
 
+def dot_prep_part(rounds):
+    """What zeroing the dot's block counter before each call costs: the kernel alone (its last block leaves the
+    counter at zero), a 4-byte memset before it (what jitune's stream workspace does), a stream write of the value
+    (cuStreamWriteValue32: no kernel), and two kernels (partials, then a one-block sum: no counter at all)."""
+    import ctypes
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    write = libcuda.cuStreamWriteValue32_v2
+    write.argtypes = (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint)
+    rows = []
+    n = 1 << 24
+    x, y = nonzero(n, torch.float16), nonzero(n, torch.float16)
+    want = torch.dot(x.double(), y.double()).item()
+    out = torch.zeros((), device="cuda", dtype=torch.float16)
+    close = lambda v: abs(float(v) - want) <= 2e-3 * abs(want) + 1.0
+    compiled = torch.compile(torch.dot, mode="max-autotune-no-cudagraphs", fullgraph=True, dynamic=False)
+    assert close(compiled(x, y)) and close(jt.dot(x, y))
+    alone, (_, counter) = dot_variant(x, y, out, 1024, 2, 2, 0, 1, 0)
+    two, _ = dot_variant(x, y, out, 1024, 2, 2, 0, 0, 0)
+    cptr = counter.data_ptr()
+
+    def memset_then():
+        cp.cuda.runtime.memsetAsync(cptr, 0, 4, 0)
+        alone()
+
+    def write_then():
+        assert write(None, cptr, 0, 0) == 0
+        alone()
+    sides = {"inductor": lambda: compiled(x, y), "jitune": lambda: jt.dot(x, y), "kernel alone": alone,
+             "memset 4 B + kernel": memset_then, "cuStreamWriteValue32 + kernel": write_then,
+             "two kernels (partials, sum)": two}
+    for name, run in sides.items():
+        run()
+        torch.cuda.synchronize()
+        if name not in ("inductor", "jitune"):
+            assert close(out), name
+    times = measure(sides, True, rounds)
+    for k, us in times.items():
+        rows.append({"part": "dot_prep", "dtype": "torch.float16", "side": k, "us": us, "gbs": 4 * n / us / 1e3})
+        print(f"dot prep float16 {k:40s} {us:8.2f} us {rows[-1]['gbs']:7.1f} GB/s", flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", choices=("mul", "dot"))
+    ap.add_argument("--only", choices=("mul", "dot", "dot_prep"))
     args = ap.parse_args()
     rows = []
     if args.only != "dot":
         rows += mul_part(args.rounds)
-    if args.only != "mul":
+    if args.only in (None, "dot"):
         rows += dot_part(args.rounds)
+    if args.only in (None, "dot_prep"):
+        rows += dot_prep_part(args.rounds)
     with open(args.json, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=2)
 

@@ -133,6 +133,7 @@ class ScatterAddFamily final : public Family {
       prep.workspace_bytes = p.workspace_bytes();
       prep.zero_begin = prep.workspace_bytes - 4;
       prep.zero_end = prep.workspace_bytes;
+      prep.rezeroed_by_kernel = true;  // the last block resets the counter (scatter_add.cuh)
     } else if (config.at("workspace")) {
       prep.workspace_bytes = prep.zero_end = p.workspace_bytes();
     }

@@ -17,6 +17,7 @@
 
 #include "c_runtime.hpp"
 #include "gpu_util.hpp"
+#include "runtime/runtime_impl.hpp"
 
 namespace jitune::test {
 namespace {
@@ -71,9 +72,10 @@ class Capture {
     REQUIRE(graph_api().instantiate(&exec_, graph_, 0) == CUDA_SUCCESS);
   }
   void replay() const {
-    REQUIRE(graph_api().launch(exec_, stream_) == CUDA_SUCCESS);
+    launch();
     JITUNE_CU_CHECK(cuStreamSynchronize(stream_));
   }
+  void launch() const { REQUIRE(graph_api().launch(exec_, stream_) == CUDA_SUCCESS); }
 
  private:
   CUstream stream_;
@@ -234,6 +236,74 @@ TEST_CASE("through the C ABI: tuning on first use inside a capture is refused, a
     const auto want = w.fill(9);
     capture.replay();
     w.check(out, want, "C ABI graph replay");
+  }
+}
+
+// dot's block counter lives in a workspace the runtime keeps for each stream (the kernel's last block leaves it
+// zero, so no memset per call): dots in flight on three streams at once each end with their own exact sum, and
+// a dot captured into a graph takes a stream-ordered workspace of its own, so its replays run beside direct calls.
+struct DotJob {
+  std::int64_t n;
+  Buffer x, y, out;
+  float want = 0.0f;
+  DotJob(std::int64_t count, std::uint64_t seed) : n(count), x(count * 4), y(count * 4), out(4) {
+    std::vector<std::byte> hx(static_cast<std::size_t>(n) * 4), hy(hx.size());
+    std::uint64_t r = seed * 0x9e3779b97f4a7c15ull + 1;
+    double sum = 0.0;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      const float a = static_cast<float>(static_cast<int>((r >> 33) % 7) - 3);  // small integers: exact sums
+      const float b = static_cast<float>(static_cast<int>((r >> 45) % 5) - 2);
+      std::memcpy(hx.data() + i * 4, &a, 4);
+      std::memcpy(hy.data() + i * 4, &b, 4);
+      sum += static_cast<double>(a) * b;
+    }
+    x.upload(hx, 0);
+    y.upload(hy, 0);
+    want = static_cast<float>(sum);
+  }
+  void run(Runtime& rt, CUstream stream) { dot(rt, x.at(0), y.at(0), n, out.at(0), DType::kFloat32, stream); }
+  float got() const {
+    float v;
+    const auto b = out.download(4, 0);
+    std::memcpy(&v, b.data(), 4);
+    return v;
+  }
+};
+
+TEST_CASE("dot: a workspace kept per stream, streams at once, a captured dot replayed beside direct calls") {
+  TempDir dir;
+  Runtime rt(isolated_options(dir));
+  driver::StreamHandle s1, s2;
+  const CUstream streams[] = {s1.get(), s2.get(), nullptr};  // nullptr: the legacy default stream
+  std::vector<std::unique_ptr<DotJob>> jobs;
+  for (int i = 0; i < 12; ++i) jobs.push_back(std::make_unique<DotJob>(i % 2 ? 1000003 : 4099 + i, 10 + i));
+  for (auto& j : jobs) j->run(rt, s1.get());  // decide and load each size outside the timed part
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  for (int round = 0; round < 3; ++round) {
+    for (auto& j : jobs) j->out.poison();
+    for (std::size_t i = 0; i < jobs.size(); ++i) jobs[i]->run(rt, streams[i % 3]);  // no wait in between
+    JITUNE_CU_CHECK(cuCtxSynchronize());
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      INFO("round ", round, " job ", i, " n=", jobs[i]->n);
+      CHECK(jobs[i]->got() == jobs[i]->want);
+    }
+  }
+  CHECK(internal::impl(rt).scratches.size() == 3);  // one kept workspace per stream, reused every round
+
+  Capture capture(s1.get());
+  jobs[0]->run(rt, s1.get());
+  capture.finish();
+  CHECK(internal::impl(rt).scratches.size() == 3);  // the captured launch did not take a kept workspace
+  for (int round = 0; round < 3; ++round) {
+    for (auto& j : jobs) j->out.poison();
+    capture.launch();  // jobs[0] on s1, while direct dots run on s2 and then s1
+    for (std::size_t i = 1; i < jobs.size(); ++i) jobs[i]->run(rt, i % 2 ? s2.get() : s1.get());
+    JITUNE_CU_CHECK(cuCtxSynchronize());
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      INFO("graph round ", round, " job ", i);
+      CHECK(jobs[i]->got() == jobs[i]->want);
+    }
   }
 }
 
