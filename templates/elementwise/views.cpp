@@ -288,7 +288,7 @@ KernelSource view_source(const Expression& expression, DType dtype, const ViewPl
            std::to_string(view_transposed_dim(plan)) + ", " + std::to_string(config.at("tile")) + ", " +
            std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +
            std::to_string(config.at("group")) + ", " + index + ", " +
-           std::to_string(view_transposed_inputs(plan)) + "u>";
+           std::to_string(view_transposed_inputs(plan)) + "u, " + std::to_string(config.at("minblocks")) + ">";
   else if (view_kernel(plan) == ViewKernel::kRows)
     name = "jitune::ewv::rows<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
            std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +

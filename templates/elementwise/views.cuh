@@ -234,11 +234,13 @@ __device__ __forceinline__ ViewTileSpot<kArity, Index> locate_view_tile(const P&
 //   kBlock [block]: threads; kTile / kVec lanes along a tile row, kBlock / lanes rows per pass, kRows = tile rows
 //                   each thread covers (at most 16).
 //   kGroup [group]: tile rows per band of the tile order (locate_view_tile).
+//   kMinBlocks [minblocks]: blocks per SM the compiler must fit (__launch_bounds__' second argument: it caps the
+//                   registers per thread); 1 leaves the registers free. More resident warps hide more latency.
 // Blocks loop over tiles; a block that moves several loads its next tile's transposed inputs into registers
 // before it computes and writes the current one, so reads and writes overlap (permute_tiled's scheme).
 template <class Op, class T, int kArity, int kDims, int kT, int kTile, int kVec, int kBlock, int kGroup, class Index,
-          unsigned kScalars, unsigned kTransposed>
-__global__ void __launch_bounds__(kBlock, 1) tiled(ViewParams<T, kArity, kDims> p) {
+          unsigned kScalars, unsigned kTransposed, int kMinBlocks>
+__global__ void __launch_bounds__(kBlock, kMinBlocks) tiled(ViewParams<T, kArity, kDims> p) {
   constexpr int kInner = kDims - 1;
   constexpr int kLanes = kTile / kVec;   // threads along a tile row, one vector each
   constexpr int kStep = kBlock / kLanes;  // tile rows one pass of the block covers

@@ -162,7 +162,9 @@ class ElementwiseViewFamily final : public Family {
                                    "bytes"},
             {"tile", {32, 64, 128}, "tiled kernel (inner_transpose): tile edge in elements"},
             {"group", {1, 4, 16}, "tiled kernel: tile rows per band of the tile order (1: along the columns)"},
-            {"waves", {1, 2, 4, 8, 32}, "grid cap: at most waves x (blocks resident on the GPU at once)"},
+            {"waves", {1, 2, 4, 8, 32, 256},
+             "grid cap: at most waves x (blocks resident on the GPU at once); 256: in effect one tile per block"},
+            {"minblocks", {1, 4, 8}, "tiled kernel: blocks per SM the compiler must fit in registers (1: no bound)"},
         }) {}
 
   std::string_view name() const override { return "elementwise_view"; }
@@ -226,17 +228,20 @@ class ElementwiseViewFamily final : public Family {
       for (std::int64_t pack = widest; pack >= 1; pack /= 2)
         for (std::int64_t tile : {64, 32})
           for (std::int64_t block : {256, 128, 512}) {
-            Config c{{"block", block}, {"unroll", 1}, {"pack", pack}, {"tile", tile}, {"group", 1}, {"waves", 32}};
+            Config c{{"block", block}, {"unroll", 1},  {"pack", pack},    {"tile", tile},
+                     {"group", 1},     {"waves", 32}, {"minblocks", 1}};
             if (check_tiled(p, c).empty()) return c;
           }
-      return Config{{"block", 256}, {"unroll", 1}, {"pack", 1}, {"tile", 32}, {"group", 1}, {"waves", 32}};  // fits
+      return Config{{"block", 256}, {"unroll", 1}, {"pack", 1},     {"tile", 32},
+                    {"group", 1},     {"waves", 32}, {"minblocks", 1}};  // fits
     }
     return Config{{"block", 256},
                   {"unroll", kernel == ViewKernel::kGather ? 2 : 1},
                   {"pack", kernel == ViewKernel::kRows ? widest : 1},
                   {"tile", 32},
                   {"group", 1},
-                  {"waves", 32}};
+                  {"waves", 32},
+                  {"minblocks", 1}};
   }
 
   std::string check(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
@@ -246,9 +251,14 @@ class ElementwiseViewFamily final : public Family {
     if (kernel == ViewKernel::kGather && pack != 1)
       return "pack " + std::to_string(pack) + " is for the rows and tiled kernels; this layout (" +
              std::string(layout_class_name(p.plan().layout)) + ") runs the gather kernel, which takes pack 1";
-    if (kernel != ViewKernel::kTiled && (config.at("tile") != 32 || config.at("group") != 1))
-      return "tile and group are for the tiled kernel (inner_transpose); this layout (" +
-             std::string(layout_class_name(p.plan().layout)) + ") takes tile 32, group 1";
+    if (kernel != ViewKernel::kTiled && (config.at("tile") != 32 || config.at("group") != 1 ||
+                                         config.at("minblocks") != 1))
+      return "tile, group and minblocks are for the tiled kernel (inner_transpose); this layout (" +
+             std::string(layout_class_name(p.plan().layout)) + ") takes tile 32, group 1, minblocks 1";
+    if (config.at("block") * config.at("minblocks") > device.max_threads_per_sm)
+      return "minblocks " + std::to_string(config.at("minblocks")) + " blocks of " +
+             std::to_string(config.at("block")) + " threads exceed the " + std::to_string(device.max_threads_per_sm) +
+             " threads an SM holds";
     if (kernel == ViewKernel::kTiled)
       if (std::string why = check_tiled(p, config); !why.empty()) return why;
     const std::int64_t bytes = pack * static_cast<std::int64_t>(dtype_size(p.dtype()));

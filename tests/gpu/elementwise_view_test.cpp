@@ -207,13 +207,18 @@ TEST_CASE("elementwise_view: every config of the tiled kernel (inner_transpose) 
     opt.strategy = tuner::Strategy::kExhaustive;
     const tuner::TuneReport r = tuner::tune(rt, f, *p, opt);
     INFO(sig, tuner::status_counts(r.candidates));
-    int ok = 0;
+    int ok = 0, tight = 0;
     for (const auto& c : r.candidates) {
       INFO(c.config.text(), ": ", c.status, " ", c.reason);
-      CHECK((c.status == "ok" || c.status == "cut"));
+      // A register bound (minblocks > 1) may make ptxas spill: the tuner rejects that candidate, nothing else.
+      const bool spilled = c.status == "resources_exceeded" && c.reason.find("spills") != std::string::npos &&
+                           c.config.at("minblocks") > 1;
+      CHECK((c.status == "ok" || c.status == "cut" || spilled));
       ok += c.status == "ok";
+      tight += c.status == "ok" && c.config.at("minblocks") > 1;
     }
     CHECK(ok > 10);
+    CHECK(tight > 0);  // some register-bounded configs ran and matched the reference
   }
 }
 

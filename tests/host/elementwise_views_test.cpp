@@ -247,7 +247,8 @@ TEST_CASE("NVRTC compiles the view kernels for every layout class, dtype and sm_
       for (const char* arch : {"sm_80", "sm_90"}) {
         // the tiled case's 50 rows and 60 columns take pack 2 at most
         const std::int64_t pack = c.kernel == ViewKernel::kTiled ? 2 : 16 / static_cast<std::int64_t>(dtype_size(dtype));
-        const Config config{{"block", 256}, {"unroll", 2}, {"pack", pack}, {"tile", 64}, {"group", 4}};
+        const Config config{{"block", 256}, {"unroll", 2},  {"pack", pack},
+                            {"tile", 64},     {"group", 4}, {"minblocks", c.kernel == ViewKernel::kTiled ? 4 : 1}};
         const KernelSource src = view_source(expr, dtype, plan, config);
         const CompiledProgram out = compiler.compile(src.program, {src.name_expression}, arch, true);
         INFO(c.what, " ", dtype_name(dtype), " ", arch, " ", src.name_expression, "\n", out.log);
@@ -496,10 +497,20 @@ TEST_CASE("the elementwise_view family: the tiled kernel's rules, default and pe
   c = f.heuristic(*rows, dev);
   CHECK(f.check(*rows, c, dev).empty());
   c.set("tile", 64);
-  CHECK(f.check(*rows, c, dev).find("tile and group are for the tiled kernel") != std::string::npos);
+  CHECK(f.check(*rows, c, dev).find("tile, group and minblocks are for the tiled kernel") != std::string::npos);
   c = f.heuristic(*rows, dev);
   c.set("group", 4);
-  CHECK(f.check(*rows, c, dev).find("takes tile 32, group 1") != std::string::npos);
+  CHECK(f.check(*rows, c, dev).find("takes tile 32, group 1, minblocks 1") != std::string::npos);
+  c = f.heuristic(*rows, dev);
+  c.set("minblocks", 4);
+  CHECK(f.check(*rows, c, dev).find("minblocks 1") != std::string::npos);
+  // minblocks bounds the registers of the tiled kernel; blocks x threads must fit an SM
+  c = def;
+  c.set("minblocks", 8);
+  c.set("block", 256);
+  CHECK(f.check(*p, c, dev).empty());
+  c.set("block", 512);
+  CHECK(f.check(*p, c, dev).find("threads an SM holds") != std::string::npos);
 
   // The rows kernel sweeps rows element by element where an input's pitch leaves its rows aligned unlike the
   // output's (a[:, 1:]), and only then carries that second sweep
