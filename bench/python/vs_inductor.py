@@ -14,6 +14,8 @@ With --profile: no timing; after both checks, one call of each side between cuda
   ncu --profile-from-start off --clock-control none ... python3 bench/python/vs_inductor.py --profile --case X
 (bench/device.sh profile runs that; TORCH_LOGS=output_code shows Inductor's kernel source).
 usage: python3 bench/python/vs_inductor.py --json out.json [--family F ...] [--case TEXT ...] [--rounds 3] [--profile]
+       python3 bench/python/vs_inductor.py --summarize a.json [b.json ...]  (a markdown table of earlier runs'
+       rows, a later file's row replacing an earlier one of the same case; needs no GPU)
 """
 import argparse
 import importlib
@@ -22,13 +24,15 @@ import os
 import statistics
 import sys
 
-import torch
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-import bench_ops  # noqa: E402
-import peer_torch  # noqa: E402
+if __name__ == "__main__" and sys.argv[1:2] == ["--summarize"]:  # reads JSON only: no torch, jitune or GPU
+    torch = bench_ops = peer_torch = None
+else:
+    import torch  # noqa: E402
+    import bench_ops  # noqa: E402
+    import peer_torch  # noqa: E402
 
 
 def peer_cases():
@@ -39,7 +43,44 @@ def peer_cases():
     return out
 
 
+def summarize(paths):
+    """Markdown: per family, how many cases are at or above Inductor (host hidden), the lowest and median ratio;
+    then every case."""
+    rows, devices = {}, []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        devices.append(data["device"])
+        for r in data["cases"]:
+            rows[r["case"]] = r
+    out = [f"Device(s): {', '.join(sorted(set(devices)))}; {len(rows)} cases.", "",
+           "| family | cases | jitune >= 1.0x Inductor (hidden) | lowest | median | >= 1.0x in graphs |",
+           "|---|---|---|---|---|---|"]
+    families = []
+    for r in rows.values():
+        if r["family"] not in families:
+            families.append(r["family"])
+    for fam in families:
+        rs = [r for r in rows.values() if r["family"] == fam]
+        hidden = sorted(r["ratio_hidden"] for r in rs)
+        out.append(f"| {fam} | {len(rs)} | {sum(h >= 1.0 for h in hidden)} | {hidden[0]:.3f}x | "
+                   f"{statistics.median(hidden):.3f}x | {sum(r['ratio_graph'] >= 1.0 for r in rs)} |")
+    out += ["", "| case | jitune µs | Inductor µs | vs Inductor (hidden) | jitune graph µs | Inductor graph µs | "
+            "vs Inductor (graph) | both correct |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows.values():
+        out.append(f"| `{r['case']}` | {r['jitune_hidden_us']:.2f} | {r['inductor_hidden_us']:.2f} | "
+                   f"{r['ratio_hidden']:.3f}x | {r['jitune_graph_us']:.2f} | {r['inductor_graph_us']:.2f} | "
+                   f"{r['ratio_graph']:.3f}x | {'yes' if r['jitune_correct'] and r['inductor_correct'] else 'NO'} |")
+    behind = [r for r in rows.values() if r["ratio_hidden"] < 1.0]
+    out += ["", f"At or above Inductor (hidden): {len(rows) - len(behind)} of {len(rows)}. Behind: "
+            + ", ".join(f"`{r['case']}` {r['ratio_hidden']:.3f}x" for r in behind) + "."]
+    return "\n".join(out)
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--summarize":
+        print(summarize(sys.argv[2:]))
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--profile", action="store_true", help="one call of each side for ncu, no timing")
