@@ -26,14 +26,14 @@ cache::RecordKey Runtime::Impl::record_key(const Family& family, const Problem& 
   return jitune::record_key(family, problem, device, compiler.nvrtc_version());
 }
 
-namespace {
-
 double feature_distance(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
   double d = 0;
   for (std::size_t i = 0; i < a.size(); ++i) d += (a[i] - b[i]) * (a[i] - b[i]);
   return std::sqrt(d);
 }
+
+namespace {
 
 // One run of the search behind lookup_decision: the stores in order, each record checked for legality here.
 class DecisionSearch {

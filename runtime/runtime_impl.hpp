@@ -43,6 +43,9 @@ struct Decision {
 /// that are no longer legal are skipped with a note.
 Decision lookup_decision(const Family& family, const Problem& problem, const DeviceInfo& device,
                          const std::string& nvrtc_version, const std::vector<const cache::Store*>& stores);
+/// Euclidean distance between two problems' features (Problem::features()); infinity when their lengths differ.
+/// What "nearest tuned problem" means, for the dispatcher and for the guided search's seeds.
+double feature_distance(const std::vector<double>& a, const std::vector<double>& b);
 /// The store key of `problem` on `device`.
 cache::RecordKey record_key(const Family& family, const Problem& problem, const DeviceInfo& device,
                             const std::string& nvrtc_version);

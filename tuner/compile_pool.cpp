@@ -133,15 +133,15 @@ MemoHits take_memo_hits(const CompileMemo& memo, const Compiler& compiler, const
 
 CompilePool::CompilePool(const Compiler& compiler, const Family& family, const Problem& problem,
                          const std::vector<Config>& configs, std::string arch, unsigned threads,
-                         bool resource_report, CompileMemo* memo)
+                         bool resource_report, CompileMemo* memo, bool probe_first)
     : compiler_(compiler), arch_(std::move(arch)), resource_report_(resource_report), memo_(memo) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   Grouped grouped = group_candidates(family, problem, configs);
-  bool probed = false;  // set when the default config's unit came from the memo: it is known to compile
+  bool probed = !probe_first;  // also set when the default config's unit came from the memo: it is known to compile
   if (memo_) {
     MemoHits hits = take_memo_hits(*memo_, compiler_, arch_, grouped);
     reused_ = hits.reused;
-    probed = hits.probed;
+    probed = probed || hits.probed;
     for (CompiledBatch& b : hits.batches) done_.push_back(std::move(b));
   }
   std::deque<CompiledBatch> batches;

@@ -114,10 +114,11 @@ class CompilePool {
   /// heuristic default) is compiled first, on the calling thread: when it fails the problem itself cannot compile
   /// (a malformed expression, say) and CompileError is thrown with NVRTC's log instead of failing every config.
   /// With a `memo`, units compiled by earlier pools of this process are taken from it (delivered first, no NVRTC)
-  /// and new ones are added to it.
+  /// and new ones are added to it. `probe_first` false: configs[0] is not the default (a later round of a guided
+  /// search) and is compiled like the others, its failure a verdict like theirs.
   CompilePool(const Compiler& compiler, const Family& family, const Problem& problem,
               const std::vector<Config>& configs, std::string arch, unsigned threads, bool resource_report,
-              CompileMemo* memo = nullptr);
+              CompileMemo* memo = nullptr, bool probe_first = true);
   ~CompilePool();
   CompilePool(const CompilePool&) = delete;
   CompilePool& operator=(const CompilePool&) = delete;

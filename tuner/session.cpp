@@ -7,10 +7,12 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 
 #include "cache/store.hpp"
 #include "templates/sources.hpp"
 #include "tuner/compile_pool.hpp"
+#include "tuner/guided.hpp"
 #include "tuner/measure.hpp"
 #include "tuner/runner.hpp"
 #include "tuner/tuner.hpp"
@@ -31,6 +33,15 @@ std::string clip(const std::string& text, std::size_t limit = 4000) {
 }
 
 }  // namespace
+
+std::string_view strategy_name(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::kExhaustive: return "exhaustive";
+    case Strategy::kRandom: return "random";
+    case Strategy::kGuided: return "guided";
+  }
+  return "unknown";
+}
 
 std::vector<Config> legal_candidates(const Family& family, const Problem& problem, const DeviceInfo& device,
                                      std::size_t& pruned) {
@@ -94,8 +105,9 @@ std::shared_ptr<PreparedSession> prepare_session(Runtime& runtime, const Family&
 namespace {
 
 // One tune() call: the measurement protocol of DESIGN.md as named steps that fill one report, in this order:
-// plan the candidates, start the runner and the compile pool, verify and time every compiled candidate, re-time
-// the finalists side by side, and keep the winner (binary cache and store).
+// plan the candidates, start the runner and the compile pool, verify and time every compiled candidate (a guided
+// search: round after round, each compiled on its own), re-time the finalists side by side, and keep the winner
+// (binary cache and store).
 class Session {
  public:
   Session(Runtime& runtime, const Family& family, const Problem& problem, const TuneOptions& opt)
@@ -111,9 +123,13 @@ class Session {
  private:
   void plan_candidates();
   std::uint64_t take_prepared_and_sample();
+  void plan_guided();
+  std::vector<cache::Record> stored_neighbours() const;
   std::unique_ptr<CandidateRunner> start_runner(std::uint64_t seed);
-  void time_candidates(CompilePool& pool, CandidateRunner& runner);
-  void time_batch(const CompiledBatch& batch, std::size_t module_id, CandidateRunner& runner);
+  void time_candidates(CompilePool& pool, CandidateRunner& runner, std::size_t first);
+  void time_batch(const CompiledBatch& batch, std::size_t first, CandidateRunner& runner);
+  void search(CandidateRunner& runner);
+  void report_progress();
   void finish(std::size_t i);
   std::vector<const Candidate*> pick_finalists();
   const Candidate* retime(CandidateRunner& runner, const std::vector<const Candidate*>& finalists);
@@ -128,7 +144,9 @@ class Session {
   const Problem& problem_;
   const TuneOptions& opt_;
   TuneReport report_;
-  std::vector<Config> configs_;
+  std::vector<Config> configs_;  // the candidates so far; a guided search appends each round
+  std::size_t planned_ = 0;      // candidates the progress reports count towards
+  std::unique_ptr<GuidedSearch> guided_;  // the guided strategy's plan; null for the others
   double cut_ratio_ = 0;
   int retime_top_ = 0;
   std::shared_ptr<PreparedSession> prepared_;
@@ -137,12 +155,15 @@ class Session {
   std::vector<std::unique_ptr<Candidate>> timed_;  // verified and timed, for the re-timing
   double best_us_ = 0;
   std::size_t done_ = 0;
+  std::size_t module_id_ = 0;  // one per compiled batch, across rounds
 };
 
 TuneReport Session::run() {
   driver::make_current(impl_.context);
   plan_candidates();
   const std::uint64_t seed = take_prepared_and_sample();
+  if (opt_.strategy == Strategy::kGuided) plan_guided();
+  planned_ = opt_.strategy == Strategy::kGuided ? report_.budget : configs_.size();
   // The workload and CPU reference are built (in the worker, or here) while NVRTC works: a worker starts on them
   // before the compile pool's probe (a prepared one started even earlier), and the wait for them that is left is
   // reference_s.
@@ -157,7 +178,8 @@ TuneReport Session::run() {
 
   key_ = impl_.record_key(family_, problem_);
   store_ = opt_.store && impl_.user_store && !impl_.user_store->read_only() ? impl_.user_store.get() : nullptr;
-  time_candidates(pool, *runner);
+  time_candidates(pool, *runner, 0);
+  if (guided_) search(*runner);
   const std::vector<const Candidate*> finalists = pick_finalists();
   const Candidate* winner = retime(*runner, finalists);
   cache_binaries(finalists, winner);
@@ -173,6 +195,14 @@ void Session::plan_candidates() {
   report_.heuristic = family_.heuristic(problem_, device_);
   report_.bytes = problem_.bytes_moved();
   report_.space_size = family_.space().size();
+  report_.strategy = opt_.strategy;
+  if (opt_.time_budget_s > 0 && opt_.strategy != Strategy::kGuided)
+    throw InvalidArgument("TuneOptions::time_budget_s bounds the rounds of the guided search; the " +
+                          std::string(strategy_name(opt_.strategy)) +
+                          " strategy times its whole list. Use Strategy::kGuided or leave time_budget_s at 0");
+  if (opt_.strategy == Strategy::kGuided && !opt_.only_configs.empty())
+    throw InvalidArgument("TuneOptions::only_configs times exactly the listed configs, which leaves the guided "
+                          "search nothing to choose; use Strategy::kExhaustive with it");
 
   configs_ = legal_candidates(family_, problem_, device_, report_.pruned);
   cut_ratio_ = opt_.cut_ratio;
@@ -192,6 +222,7 @@ void Session::plan_candidates() {
   }
   if (configs_.empty())
     throw InvalidArgument("no configuration of " + report_.family + " is legal for " + report_.signature);
+  report_.legal = configs_.size();
 }
 
 // Takes over TuneOptions::prepared when it fits, and returns the session's seed; with the random strategy and a
@@ -205,12 +236,51 @@ std::uint64_t Session::take_prepared_and_sample() {
     prepared_.reset();
   const std::uint64_t seed = prepared_ ? prepared_->seed : session_seed(opt_);
   if (opt_.strategy == Strategy::kRandom && opt_.budget > 0 && configs_.size() > opt_.budget) {
+    report_.budget = opt_.budget;
     const bool has_default = configs_.front() == report_.heuristic;
     std::mt19937_64 rng(seed);
     std::shuffle(configs_.begin() + (has_default ? 1 : 0), configs_.end(), rng);
     configs_.resize(std::max<std::size_t>(opt_.budget, 1));
   }
   return seed;
+}
+
+// Round 0 of the guided search: the first legal config (the heuristic default when it is legal) and the best few
+// stored winners of nearby problems (rank_seeds), within the budget. The legal configs stay for the later rounds.
+void Session::plan_guided() {
+  const std::set<Config> legal(configs_.begin(), configs_.end());
+  guided_ = std::make_unique<GuidedSearch>(
+      family_.space(), configs_, opt_.budget, opt_.time_budget_s,
+      rank_seeds(stored_neighbours(), report_.signature, problem_.features(), device_.name, legal));
+  report_.budget = guided_->budget();
+  for (const Seed& s : guided_->seeds()) {
+    if (s.other_device) ++report_.seeds.other_devices;
+    else if (s.same_signature) ++report_.seeds.this_problem;
+    else ++report_.seeds.nearby_shapes;
+  }
+  configs_ = guided_->first_round();
+}
+
+// Stored winners of this family, template and group: on this device (nearby shapes, or this problem tuned before)
+// and on other devices of this compute capability, from the user cache and the shipped ones.
+std::vector<cache::Record> Session::stored_neighbours() const {
+  const cache::RecordKey key = impl_.record_key(family_, problem_);
+  const std::string group = problem_.group();
+  std::vector<const cache::Store*> stores;
+  if (impl_.user_store) stores.push_back(impl_.user_store.get());
+  for (const auto& s : impl_.shipped_stores) stores.push_back(s.get());
+  std::vector<cache::Record> out;
+  for (const cache::Store* s : stores) {
+    try {
+      for (auto& r : s->find_group(key.family, key.template_hash, group, key.device_name, key.cc, key.sm_count))
+        out.push_back(std::move(r));
+      for (auto& r : s->find_same_arch(key.family, key.template_hash, group, key.cc, key.device_name))
+        out.push_back(std::move(r));
+    } catch (const Error&) {
+      // A store that cannot be read only costs the seeds it held: the search still starts from the default.
+    }
+  }
+  return out;
 }
 
 // The prepared session's runner, a new worker, or this process.
@@ -223,25 +293,26 @@ std::unique_ptr<CandidateRunner> Session::start_runner(std::uint64_t seed) {
   return make_in_process_runner(runtime_, family_, problem_, settings);
 }
 
-// Verifies and times the candidates batch by batch, as NVRTC delivers them.
-void Session::time_candidates(CompilePool& pool, CandidateRunner& runner) {
+// Verifies and times candidates [first, configs_.size()) batch by batch, as NVRTC delivers them; `pool` compiles
+// exactly those, and its batches count from `first`.
+void Session::time_candidates(CompilePool& pool, CandidateRunner& runner, std::size_t first) {
   report_.candidates.resize(configs_.size());
-  for (std::size_t i = 0; i < configs_.size(); ++i) report_.candidates[i].config = configs_[i];
-  std::size_t module_id = 0;
+  for (std::size_t i = first; i < configs_.size(); ++i) report_.candidates[i].config = configs_[i];
   auto t_wait = Clock::now();
   while (auto batch = pool.next()) {
     report_.wait_compile_s += seconds_since(t_wait);
-    time_batch(*batch, ++module_id, runner);
+    time_batch(*batch, first, runner);
     t_wait = Clock::now();
   }
   report_.wait_compile_s += seconds_since(t_wait);
-  report_.compile_s = pool.compile_seconds();
+  report_.compile_s += pool.compile_seconds();
 }
 
-void Session::time_batch(const CompiledBatch& batch, std::size_t module_id, CandidateRunner& runner) {
+void Session::time_batch(const CompiledBatch& batch, std::size_t first, CandidateRunner& runner) {
   const auto& out = batch.output;
+  const std::size_t module_id = ++module_id_;
   for (std::size_t b = 0; b < batch.candidates.size(); ++b) {
-    const std::size_t i = batch.candidates[b];
+    const std::size_t i = first + batch.candidates[b];
     CandidateResult& c = report_.candidates[i];
     if (!out->ok) {
       c.status = "compile_failed";
@@ -272,10 +343,32 @@ void Session::time_batch(const CompiledBatch& batch, std::size_t module_id, Cand
   }
 }
 
+// The guided search's later rounds (GuidedSearch::next_round), each compiled on its own and timed like the first.
+void Session::search(CandidateRunner& runner) {
+  while (true) {
+    const std::vector<Config> round = guided_->next_round(seconds_since(start_));
+    if (round.empty()) break;
+    const std::size_t first = configs_.size();
+    configs_.insert(configs_.end(), round.begin(), round.end());
+    CompilePool pool(impl_.compiler, family_, problem_, round, device_.arch(), opt_.compile_threads,
+                     opt_.reject_spills, opt_.compile_memo.get(), /*probe_first=*/false);
+    report_.compile_reused += pool.reused();
+    time_candidates(pool, runner, first);
+  }
+  report_.round_sizes = guided_->round_sizes();
+  report_.stopped = guided_->stopped();
+  // The search ended short of its plan: a last report with the total it reached, so a progress bar completes.
+  if (done_ < planned_) {
+    planned_ = done_;
+    report_progress();
+  }
+}
+
 // Candidate i has its verdict: write it to the store at once and report progress.
 void Session::finish(std::size_t i) {
   const CandidateResult& c = report_.candidates[i];
   ++done_;
+  if (guided_) guided_->record(c.config, c.status, c.time_us);
   if (store_) {
     cache::Measurement m{key_,    c.config.text(), c.status, clip(c.reason), c.time_us,
                          c.spread, c.reps,          cache::utc_now()};
@@ -287,11 +380,15 @@ void Session::finish(std::size_t i) {
       store_ = nullptr;
     }
   }
-  if (opt_.on_progress) {
-    Progress p{done_, configs_.size(), best_us_, seconds_since(start_), 0};
-    p.eta_s = p.elapsed_s / static_cast<double>(done_) * static_cast<double>(configs_.size() - done_);
-    opt_.on_progress(p);
-  }
+  report_progress();
+}
+
+void Session::report_progress() {
+  if (!opt_.on_progress) return;
+  const std::size_t total = std::max(planned_, done_);
+  Progress p{done_, total, best_us_, seconds_since(start_), 0};
+  if (done_ > 0) p.eta_s = p.elapsed_s / static_cast<double>(done_) * static_cast<double>(total - done_);
+  opt_.on_progress(p);
 }
 
 // The fastest few and the heuristic default; throws, with the first failure, when nothing verified.

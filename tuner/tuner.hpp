@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <jitune/runtime.hpp>
@@ -15,7 +16,14 @@
 
 namespace jitune::tuner {
 
-enum class Strategy { kExhaustive, kRandom };
+/// How a session picks the candidates it times. kExhaustive: every legal config. kRandom: the heuristic default and
+/// a random sample (TuneOptions::budget). kGuided: rounds that learn from what was timed: the default and seeds from
+/// the stores (the same problem on other devices, nearby shapes), then the neighbours of the fastest so far
+/// (tuner/guided.hpp), until the budget or TuneOptions::time_budget_s is spent or no untried neighbour is left.
+enum class Strategy { kExhaustive, kRandom, kGuided };
+
+/// "exhaustive", "random" or "guided".
+std::string_view strategy_name(Strategy strategy);
 
 class CompileMemo;      // tuner/compile_pool.hpp
 class CandidateRunner;  // tuner/runner.hpp
@@ -33,7 +41,12 @@ struct Progress {
 /// Measurement protocol settings (defaults follow DESIGN.md).
 struct TuneOptions {
   Strategy strategy = Strategy::kExhaustive;
-  std::size_t budget = 0;          ///< kRandom: candidates to try (heuristic default always included).
+  /// kRandom and kGuided: candidates to try, the heuristic default included (0: kRandom tries all, kGuided
+  /// default_guided_budget(legal count), a quarter of the legal configs and at least 8).
+  std::size_t budget = 0;
+  /// kGuided only (tune() throws InvalidArgument with another strategy): when > 0, no new round starts once the
+  /// session has run this many seconds; the round under way finishes.
+  double time_budget_s = 0;
   std::uint64_t seed = 0;          ///< Inputs and sampling; 0 draws a fresh seed.
   double min_time_ms = 2.0;        ///< Minimum summed kernel time per candidate.
   int min_reps = 5;
@@ -101,8 +114,18 @@ struct TuneReport {
   double bytes = 0;                     ///< Problem::bytes_moved().
   std::vector<std::pair<Config, double>> retimed;  ///< Every finalist's side-by-side median.
   std::string kept_default;             ///< Why the default was kept over a faster-within-noise winner, if so.
-  std::vector<CandidateResult> candidates;
+  std::vector<CandidateResult> candidates;  ///< Every candidate tried, in the order they were planned.
   std::size_t space_size = 0, pruned = 0;
+  Strategy strategy = Strategy::kExhaustive;
+  std::size_t legal = 0;                   ///< Legal configs (with only_configs: those listed and the default).
+  std::size_t budget = 0;                  ///< kRandom / kGuided: the candidate budget in effect (0: none).
+  std::vector<std::size_t> round_sizes;    ///< kGuided: candidates per round, in order (round 0: default, seeds).
+  /// kGuided: where the seeds came from (the default is no seed): the same or a nearby problem tuned on another
+  /// device of this compute capability; an earlier tuning of this problem here; nearby shapes tuned here.
+  struct SeedCounts {
+    std::size_t other_devices = 0, this_problem = 0, nearby_shapes = 0;
+  } seeds;
+  std::string stopped;                     ///< kGuided: why it ended: "budget", "time" or "no untried neighbour".
   double wall_s = 0, compile_s = 0, reference_s = 0;
   double wait_compile_s = 0;            ///< Wall time the GPU side waited for NVRTC (compile-bound when large).
   double timing_s = 0;                  ///< Wall time spent verifying and timing candidates, re-timing included.

@@ -344,6 +344,77 @@ TEST_CASE("the heuristic default is timed in full even when kernels from a compi
   }
 }
 
+TEST_CASE("guided tuning: a config tuned on another GPU is in round 0, the budget holds, the winner verifies") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  Runtime::Impl& impl = internal::impl(rt);
+  REQUIRE(impl.user_store);
+  const Family& fam = templates::elementwise::elementwise_family();
+  auto problem = fam.parse_problem(elementwise_signature("z = x * y", 1 << 20, DType::kFloat32));
+  std::size_t pruned = 0;
+  const std::vector<Config> legal = tuner::legal_candidates(fam, *problem, impl.device, pruned);
+  const Config heuristic = fam.heuristic(*problem, impl.device);
+  REQUIRE(legal.size() > 10);
+  REQUIRE(legal.front() == heuristic);
+  // The same problem tuned on another model of this compute capability, with a config far from the default (the last
+  // legal one in enumeration order).
+  const Config transferred = legal.back();
+  cache::Record rec;
+  rec.key = impl.record_key(fam, *problem);
+  rec.key.device_name = "Other GPU";
+  rec.group = problem->group();
+  rec.features = problem->features();
+  rec.config = transferred.text();
+  rec.time_us = 10;
+  rec.reps = 10;
+  rec.default_time_us = 12;
+  rec.default_config = heuristic.text();
+  rec.jitune_version = "test";
+  rec.created_at = cache::utc_now();
+  impl.user_store->put(rec);
+
+  tuner::TuneOptions opt;
+  opt.strategy = tuner::Strategy::kGuided;
+  opt.budget = 10;
+  opt.min_time_ms = 0.2;
+  opt.store = false;
+  const tuner::TuneReport r = tuner::tune(rt, fam, *problem, opt);
+  CHECK(r.strategy == tuner::Strategy::kGuided);
+  CHECK(r.legal == legal.size());
+  CHECK(r.budget == 10);
+  CHECK(r.candidates.size() <= 10);
+  CHECK(r.seeds.other_devices == 1);
+  CHECK(r.seeds.this_problem + r.seeds.nearby_shapes == 0);
+  REQUIRE(!r.round_sizes.empty());
+  std::size_t total = 0;
+  for (std::size_t n : r.round_sizes) total += n;
+  CHECK(total == r.candidates.size());
+  CHECK(!r.stopped.empty());
+  // Round 0: the default, then the transferred config.
+  REQUIRE(r.round_sizes[0] == 2);
+  CHECK(r.candidates[0].config == heuristic);
+  CHECK(r.candidates[1].config == transferred);
+  std::set<std::string> tried;
+  for (const auto& c : r.candidates) CHECK_MESSAGE(tried.insert(c.config.text()).second, c.config.text(), " twice");
+  // A verified winner, re-timed beside the default.
+  CHECK(r.best_us > 0);
+  CHECK(r.default_us > 0);
+  bool winner_ok = false;
+  for (const auto& c : r.candidates) winner_ok = winner_ok || (c.config == r.best && c.status == "ok");
+  CHECK(winner_ok);
+
+  // A time limit already spent: round 0 runs, no round after it.
+  opt.time_budget_s = 1e-6;
+  const tuner::TuneReport quick = tuner::tune(rt, fam, *problem, opt);
+  CHECK(quick.stopped == "time");
+  CHECK(quick.round_sizes == std::vector<std::size_t>{2});
+  CHECK(quick.candidates.size() == 2);
+  CHECK(quick.best_us > 0);
+  // The other strategies time their whole list: a time limit there is a misuse.
+  opt.strategy = tuner::Strategy::kRandom;
+  CHECK_THROWS_AS(tuner::tune(rt, fam, *problem, opt), InvalidArgument);
+}
+
 TEST_CASE("tuning on first use stores a record and the call is correct") {
   TempDir dir;
   RuntimeOptions o = test::isolated_options(dir);

@@ -139,7 +139,7 @@ std::vector<Row> rows(const Fixture& f) {
   cli("--device -1 devices", 2, "usage", "'-1' is not a CUDA device ordinal");
   cli("--device abc devices", 2, "usage", "'abc' is not a CUDA device ordinal");
   cli("tune --suite weekly", 2, "usage", "weekly not in {default}");
-  cli("tune --strategy sometimes --suite default", 2, "usage", "sometimes not in {exhaustive,random}");
+  cli("tune --strategy sometimes --suite default", 2, "usage", "sometimes not in {exhaustive,random,guided}");
   cli("tune --suite default --family nosuch --dry-run", 1, "invalid_argument", "known families");
   cli("tune --suite default --strategy random --budget 0", 2, "usage", "'0' is not a candidate count");
   cli("tune --suite default --min-time-ms 0", 2, "usage", "--min-time-ms");

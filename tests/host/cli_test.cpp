@@ -248,6 +248,51 @@ TEST_CASE("bad command lines are clear errors with distinct exit codes") {
   }
 }
 
+TEST_CASE("tune --strategy guided, --effort, --budget and --time: what is accepted and what is a clear error") {
+  const std::string problem = "tune elementwise --expr 'z = x * y' --dtype float32 --n 1000 ";
+  // Accepted lines reach the device check: exit 3 here, without a GPU (a refused line exits 2 before it).
+  for (const std::string ok : {"--strategy guided", "--effort quick", "--strategy guided --budget 5",
+                               "--strategy guided --time 30", "--effort quick --budget 5 --time 2.5",
+                               "--effort default", "--effort exhaustive", "--strategy random --budget 5"}) {
+    Result r = run(problem + ok);
+    CHECK_MESSAGE(r.code == 3, ok, ": ", r.out);
+    CHECK_MESSAGE(r.out.find("no GPU here") != std::string::npos, ok, ": ", r.out);
+  }
+  const std::vector<std::pair<std::string, std::string>> refused{
+      {"--effort quick --strategy guided", "--effort quick is a shorthand for a strategy"},
+      {"--effort exhaustive --strategy random", "give one of them"},
+      {"--time 30", "--time bounds the rounds of the guided search"},
+      {"--strategy random --time 30", "add --strategy guided or --effort quick"},
+      {"--effort default --time 30", "--time bounds the rounds"},
+      {"--effort exhaustive --budget 5", "--budget is the random or guided strategy's candidate count"},
+      {"--budget 5", "add --strategy random, --strategy guided or --effort quick"},
+      {"--strategy guided --dry-run", "the guided search chooses by timings; use --strategy random --budget N"},
+      {"--effort quick --dry-run", "--dry-run compiles without timing"},
+      {"--strategy guided --configs 'block=256,pack=4,unroll=1,waves=32'", "--configs times exactly the listed"},
+      {"--strategy guided --time 0", "'0' is not a number of seconds"},
+      {"--strategy guided --time soon", "'soon' is not a number of seconds"},
+      {"--strategy guided --budget 0", "'0' is not a candidate count"},
+      {"--effort slow", "slow not in {quick,default,exhaustive}"},
+  };
+  for (const auto& [line, message] : refused) {
+    Result r = run(problem + line);
+    CHECK_MESSAGE(r.code == 2, line, ": ", r.out);
+    CHECK_MESSAGE(r.out.find(message) != std::string::npos, line, ": ", r.out);
+  }
+  // --json: the same refusal as one JSON object.
+  Result j = run("--json " + problem + "--effort quick --strategy random 2>/dev/null");
+  CHECK(j.code == 2);
+  CHECK(nlohmann::json::parse(j.out)["error"]["kind"] == "usage");
+  // A suite plans the same way whatever the strategy (the plan is the split, not the search).
+  Result plan = run("--json tune --suite default --family elementwise --effort quick --plan");
+  REQUIRE_MESSAGE(plan.code == 0, plan.out);
+  CHECK(nlohmann::json::parse(plan.out)["items"].size() > 5);
+  Result help = run("tune --help");
+  CHECK(help.code == 0);
+  for (const char* word : {"guided", "--effort", "quick", "--time", "a quarter of the legal configs"})
+    CHECK_MESSAGE(help.out.find(word) != std::string::npos, word);
+}
+
 TEST_CASE("cache list, show, export, import and merge") {
   Dir dir;
   {

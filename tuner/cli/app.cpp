@@ -1,6 +1,7 @@
 // The jitune command line: options, subcommands, dispatch to the commands.
 #include "tuner/cli/app.hpp"
 
+#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -28,6 +29,24 @@ CLI::Validator at_least(long long minimum, const std::string& what) {
         return {};
       },
       ">= " + std::to_string(minimum));
+}
+
+// A CLI11 check for a number of seconds > 0, with a message in words (CLI11's PositiveNumber quotes 1.8e308 too).
+CLI::Validator positive_seconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::size_t used = 0;
+        double value = 0;
+        try {
+          value = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || used == 0 || !(value > 0) || !std::isfinite(value))
+          return "'" + text + "' is not a number of seconds (a number > 0, e.g. 30 or 2.5)";
+        return {};
+      },
+      "> 0");
 }
 
 }  // namespace
@@ -76,8 +95,19 @@ CliApp::CliApp() {
   tune_->fallthrough();
   tune_->add_option("--suite", t.suite, "tune a named suite of public cases")->check(CLI::IsMember({"default"}));
   tune_->add_option("--family", t.only_families, "with --suite: only these families");
-  tune_->add_option("--strategy", t.strategy, "exhaustive or random")->check(CLI::IsMember({"exhaustive", "random"}));
-  tune_->add_option("--budget", t.budget, "random strategy: candidates to try")->check(at_least(1, "a candidate count"));
+  tune_->add_option("--strategy", t.strategy, "exhaustive (every legal config), random (the default and a sample of "
+                                              "--budget) or guided (the default and configs tuned for nearby problems "
+                                              "or on other GPUs, then rounds of neighbours of the fastest so far)")
+      ->check(CLI::IsMember({"exhaustive", "random", "guided"}));
+  tune_->add_option("--effort", t.effort, "shorthand for a strategy: quick (guided, a quarter of the legal configs, "
+                                          "at least 8), default (today: exhaustive) or exhaustive")
+      ->check(CLI::IsMember({"quick", "default", "exhaustive"}));
+  tune_->add_option("--budget", t.budget, "random and guided strategies: candidates to try per problem, the default "
+                                          "included (guided default: a quarter of the legal configs, at least 8)")
+      ->check(at_least(1, "a candidate count"));
+  tune_->add_option("--time", t.time_s, "guided strategy: seconds per problem after which no new search round starts "
+                                        "(the round under way finishes)")
+      ->check(positive_seconds());
   tune_->add_option("--seed", t.seed, "seed for inputs and sampling (default: fresh)");
   tune_->add_option("--min-time-ms", t.min_time_ms, "minimum timed milliseconds per candidate")
       ->check(CLI::Range(0.01, 10000.0));
@@ -211,6 +241,7 @@ std::optional<int> CliApp::parse(int argc, const char* const* argv, bool print) 
                   "1048576) or a suite (jitune tune --suite default)",
                   print);
     if (std::string why = ignored_tune_options(); !why.empty()) return fail(kExitUsage, "usage", why, print);
+    tune_args_.strategy = resolved_strategy();
   }
   return std::nullopt;
 }
@@ -243,16 +274,36 @@ std::optional<int> CliApp::unknown_name(bool print) const {
   return std::nullopt;
 }
 
+std::string CliApp::resolved_strategy() const {
+  const std::string& effort = tune_args_.effort;
+  if (effort.empty()) return tune_args_.strategy;
+  return effort == "quick" ? "guided" : "exhaustive";
+}
+
 std::string CliApp::ignored_tune_options() const {
   const TuneArgs& t = tune_args_;
   const auto given = [&](const char* option) { return tune_->count(option) > 0; };
+  if (given("--effort") && given("--strategy"))
+    return "jitune tune: --effort " + t.effort + " is a shorthand for a strategy (quick: guided; default and "
+           "exhaustive: exhaustive), and --strategy names one too; give one of them";
+  const std::string strategy = resolved_strategy();
   if (given("--arch") && !t.dry_run) return "jitune tune: --arch names the target of a --dry-run compile; add --dry-run or drop it";
   if (t.dry_run)
     for (const char* option : {"--no-store", "--l2", "--in-process", "--min-time-ms", "--configs"})
       if (given(option))
         return std::string("jitune tune: ") + option + " has no effect with --dry-run (nothing is timed or stored); drop one of them";
-  if (given("--budget") && t.strategy != "random")
-    return "jitune tune: --budget is the random strategy's sample size; add --strategy random or drop it";
+  if (given("--budget") && strategy != "random" && strategy != "guided")
+    return "jitune tune: --budget is the random or guided strategy's candidate count; add --strategy random, "
+           "--strategy guided or --effort quick, or drop it";
+  if (given("--time") && strategy != "guided")
+    return "jitune tune: --time bounds the rounds of the guided search (the other strategies time their whole "
+           "list); add --strategy guided or --effort quick, or drop it";
+  if (strategy == "guided" && t.dry_run)
+    return "jitune tune: --dry-run compiles without timing, and the guided search chooses by timings; use --strategy "
+           "random --budget N to compile a sample, or drop the guided strategy";
+  if (strategy == "guided" && given("--configs"))
+    return "jitune tune: --configs times exactly the listed configs, which leaves the guided search nothing to "
+           "choose; drop --configs or the guided strategy";
   if ((given("--shard") || t.plan) && t.suite.empty())
     return std::string("jitune tune: ") + (t.plan ? "--plan" : "--shard") +
            " works on a suite; add --suite default (one problem is one work item)";

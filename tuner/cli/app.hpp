@@ -41,6 +41,9 @@ class CliApp {
   std::optional<int> unknown_name(bool print) const;
   /// Why a tune command line holds an option that would be ignored (--arch without --dry-run, ...); empty if none.
   std::string ignored_tune_options() const;
+  /// The tune strategy the command line asks for: --effort's (quick: guided, else exhaustive) when given, else
+  /// --strategy's.
+  std::string resolved_strategy() const;
   static std::map<std::string, std::string> given(CLI::App* sub, const std::map<std::string, std::string>& values);
   /// The family subcommand chosen under `parent`, and its given options.
   std::pair<std::string, std::map<std::string, std::string>> chosen(const FamilyOptions& f) const;

@@ -89,18 +89,19 @@ json candidate_json(const tuner::CandidateResult& c) {
 struct SuiteRow {
   std::string name, family, signature, config, heuristic;
   double best_us = 0, default_us = 0, bytes = 0, wall_s = 0, wait_compile_s = 0, timing_s = 0, reference_s = 0;
-  std::size_t candidates = 0, reused = 0;
+  std::size_t candidates = 0, reused = 0, legal = 0;
 };
 
 // The suite's summary table and where its wall time went.
-void print_suite_table(std::FILE* to, const std::string& suite, const std::string& device, double copy_gbs,
-                       double wall, const std::vector<SuiteRow>& rows, std::size_t ahead_units, double ahead_s) {
+void print_suite_table(std::FILE* to, const std::string& suite, const std::string& strategy, const std::string& device,
+                       double copy_gbs, double wall, const std::vector<SuiteRow>& rows, std::size_t ahead_units,
+                       double ahead_s) {
   std::fprintf(to, "\nsuite %s on %s (device copy %.1f GB/s), %.1fs wall\n", suite.c_str(), device.c_str(), copy_gbs,
                wall);
   std::fprintf(to, "%-36s %-40s %10s %9s %8s %10s %8s %7s\n", "case", "config", "time us", "GB/s", "% copy",
                "default us", "speedup", "wall s");
   double waits = 0, timing = 0, refs = 0;
-  std::size_t candidates = 0, reused = 0;
+  std::size_t candidates = 0, reused = 0, legal = 0;
   for (const SuiteRow& r : rows) {
     const double gbs = r.bytes / (r.best_us * 1e3);
     std::fprintf(to, "%-36s %-40s %10.2f %9.1f %7.1f%% %10.2f %7.3fx %7.1f\n", r.name.c_str(), r.config.c_str(),
@@ -110,15 +111,16 @@ void print_suite_table(std::FILE* to, const std::string& suite, const std::strin
     refs += r.reference_s;
     candidates += r.candidates;
     reused += r.reused;
+    legal += r.legal;
   }
   std::fprintf(to,
                "where the %.1fs of tuning went: %.1fs verifying and timing on the GPU, %.1fs waiting for NVRTC, %.1fs "
                "building workloads and CPU references, %.1fs other (copy bandwidth, stores, setup)\n",
                wall, timing, waits, refs, wall - timing - waits - refs);
   std::fprintf(to,
-               "%zu candidates, %zu of them on a kernel compiled ahead in the background or for an earlier case "
-               "(background: %zu kernels, %.1f CPU-s of NVRTC at low priority)\n",
-               candidates, reused, ahead_units, ahead_s);
+               "%zu candidates (%s, of %zu legal), %zu of them on a kernel compiled ahead in the background or for an "
+               "earlier case (background: %zu kernels, %.1f CPU-s of NVRTC at low priority)\n",
+               candidates, strategy.c_str(), legal, reused, ahead_units, ahead_s);
 }
 
 int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::pair<const Family*, std::string>>& jobs) {
@@ -192,8 +194,11 @@ std::vector<TuneJob> tune_jobs(const TuneArgs& args, std::vector<std::string>& n
 // The options every session of a tune run shares.
 tuner::TuneOptions tune_options(const TuneArgs& args, const std::shared_ptr<tuner::CompileMemo>& memo) {
   tuner::TuneOptions opt;
-  opt.strategy = args.strategy == "random" ? tuner::Strategy::kRandom : tuner::Strategy::kExhaustive;
+  opt.strategy = args.strategy == "random"   ? tuner::Strategy::kRandom
+                 : args.strategy == "guided" ? tuner::Strategy::kGuided
+                                             : tuner::Strategy::kExhaustive;
   opt.budget = args.budget;
+  opt.time_budget_s = args.time_s;
   opt.seed = args.seed;
   opt.min_time_ms = args.min_time_ms;
   opt.compile_threads = args.threads;
@@ -208,6 +213,28 @@ tuner::TuneOptions tune_options(const TuneArgs& args, const std::shared_ptr<tune
   }
   opt.l2 = tuner::parse_l2_mode(args.l2);
   return opt;
+}
+
+// How a session chose its candidates, in words ("guided: 37 of 148 legal candidates in 4 rounds (budget spent),
+// seeds: 3 from other devices, 2 nearby shapes"); empty for an exhaustive session (it tried every legal config).
+std::string search_summary(const tuner::TuneReport& r) {
+  if (r.strategy == tuner::Strategy::kExhaustive) return {};
+  std::string out = std::string(tuner::strategy_name(r.strategy)) + ": " + std::to_string(r.candidates.size()) +
+                    " of " + std::to_string(r.legal) + " legal candidates";
+  if (r.strategy != tuner::Strategy::kGuided) return out;
+  const std::size_t rounds = r.round_sizes.size();
+  out += " in " + std::to_string(rounds) + (rounds == 1 ? " round" : " rounds");
+  if (r.stopped == "budget") out += " (budget spent)";
+  else if (r.stopped == "time") out += " (time limit reached)";
+  else if (!r.stopped.empty()) out += " (" + r.stopped + " left)";
+  std::string seeds;
+  const auto add = [&](std::size_t n, const char* what) {
+    if (n) seeds += (seeds.empty() ? "" : ", ") + std::to_string(n) + " " + what;
+  };
+  add(r.seeds.other_devices, "from other devices");
+  add(r.seeds.this_problem, "from an earlier tuning here");
+  add(r.seeds.nearby_shapes, "nearby shapes");
+  return out + ", seeds: " + (seeds.empty() ? "none" : seeds);
 }
 
 // A session's report in the --json output.
@@ -228,7 +255,18 @@ json report_json(const std::string& name, const tuner::TuneReport& r, const std:
           {"speedup_over_default", r.speedup()},
           {"retimed", retimed},
           {"bytes", r.bytes},
-          {"legal", r.candidates.size()},
+          {"strategy", tuner::strategy_name(r.strategy)},
+          {"search", search_summary(r)},
+          {"legal", r.legal},
+          {"tried", r.candidates.size()},
+          {"budget", r.budget},
+          {"rounds", r.round_sizes.size()},
+          {"round_sizes", r.round_sizes},
+          {"seeds",
+           {{"other_devices", r.seeds.other_devices},
+            {"this_problem", r.seeds.this_problem},
+            {"nearby_shapes", r.seeds.nearby_shapes}}},
+          {"stopped", r.stopped},
           {"pruned", r.pruned},
           {"wall_s", r.wall_s},
           {"compile_s", r.compile_s},
@@ -254,6 +292,7 @@ void print_report(const tuner::TuneReport& r, const std::string& device) {
               r.best_spread * 100, r.best_reps, r.bytes / (r.best_us * 1e3), r.heuristic.text().c_str(),
               r.default_us, r.speedup(), r.candidates.size(), r.pruned, summary.c_str(), r.wall_s, r.compile_s,
               r.reference_s, std::string(tuner::l2_mode_name(r.l2)).c_str(), r.stored ? "; stored" : "");
+  if (const std::string search = search_summary(r); !search.empty()) std::printf("  %s\n", search.c_str());
   if (!r.store_error.empty()) std::printf("  NOT STORED: %s\n", r.store_error.c_str());
   if (!r.kept_default.empty()) std::printf("  default kept: %s\n", r.kept_default.c_str());
 }
@@ -276,7 +315,7 @@ bool tune_case(const Common& common, const TuneArgs& args, Runtime& rt, const Tu
     tuner::TuneReport r = tuner::tune(rt, *f, problem, opt);
     output.rows.push_back({name, std::string(f->name()), signature, r.best.text(), r.heuristic.text(), r.best_us,
                            r.default_us, r.bytes, r.wall_s, r.wait_compile_s, r.timing_s, r.reference_s,
-                           r.candidates.size(), r.compile_reused});
+                           r.candidates.size(), r.compile_reused, r.legal});
     if (common.json) {
       output.results.push_back(report_json(name, r, rt.device().name));
     } else if (args.suite.empty()) {
@@ -295,7 +334,8 @@ std::unique_ptr<tuner::CompilePrefetch> start_prefetch(Runtime& rt, const TuneAr
                                                        const std::vector<TuneJob>& jobs,
                                                        const std::vector<std::shared_ptr<const Problem>>& problems,
                                                        const std::shared_ptr<tuner::CompileMemo>& memo) {
-  if (jobs.size() <= 1 || !args.configs.empty() || args.strategy == "random") return nullptr;
+  // A sample or a guided search compiles a small part of each space: compiling every space ahead would be waste.
+  if (jobs.size() <= 1 || !args.configs.empty() || args.strategy != "exhaustive") return nullptr;
   std::vector<tuner::CompilePrefetch::Job> ahead;
   for (std::size_t j = 0; j < jobs.size(); ++j) ahead.push_back({jobs[j].first, problems[j]});
   return std::make_unique<tuner::CompilePrefetch>(internal::impl(rt).compiler, internal::impl(rt).device, *memo,
@@ -435,9 +475,9 @@ int tune(const Common& common, const TuneArgs& args) {
               << "\n";
     // The JSON owns stdout; the people watching still get the table.
     if (!args.suite.empty())
-      print_suite_table(stderr, args.suite, device, copy_gbs, wall, output.rows, ahead_units, ahead_s);
+      print_suite_table(stderr, args.suite, args.strategy, device, copy_gbs, wall, output.rows, ahead_units, ahead_s);
   } else if (!args.suite.empty()) {
-    print_suite_table(stdout, args.suite, device, copy_gbs, wall, output.rows, ahead_units, ahead_s);
+    print_suite_table(stdout, args.suite, args.strategy, device, copy_gbs, wall, output.rows, ahead_units, ahead_s);
   }
   return output.failures ? kExitError : 0;
 }
@@ -932,10 +972,11 @@ int cache_revalidate(const Common& common, const std::string& family_name, int r
   Runtime rt(runtime_options(common));
   Runtime::Impl& impl = internal::impl(rt);
   if (!impl.user_store || impl.user_store->read_only())
-    throw StoreError("jitune cache revalidate needs a writable user cache (" + impl.options.user_cache.string() + ")");
+    throw StoreError("jitune cache revalidate needs a writable user cache (" +
+                     impl.options.user_cache.string() + ")");
   const DeviceInfo& dev = rt.device();
   json out = json::array();
-  int changed = 0, checked = 0, skipped = 0;
+  int changed = 0, checked = 0, skipped = 0, failed = 0;
   for (const cache::Record& r : impl.user_store->records()) {
     if (!family_name.empty() && r.key.family != family_name) continue;
     const Family* f = find_family(r.key.family);
@@ -943,20 +984,22 @@ int cache_revalidate(const Common& common, const std::string& family_name, int r
       ++skipped;
       continue;
     }
-    auto problem = f->parse_problem(r.key.signature);
-    // The stored winner and the best runners-up measured with it, re-timed side by side with the default.
-    tuner::TuneOptions opt;
-    opt.only_configs.push_back(Config::parse(r.config));
-    for (const cache::Measurement& m : impl.user_store->measurements(r.key)) {
-      if (static_cast<int>(opt.only_configs.size()) > runners_up) break;
-      if (m.status != "ok") continue;
-      Config c = Config::parse(m.config);
-      if (std::find(opt.only_configs.begin(), opt.only_configs.end(), c) == opt.only_configs.end() &&
-          f->validate(*problem, c, dev).empty())
-        opt.only_configs.push_back(c);
-    }
-    ++checked;
+    // A record this build cannot read any more (an old signature or config form) is reported and skipped: one
+    // bad record never stops the others.
     try {
+      ++checked;
+      auto problem = f->parse_problem(r.key.signature);
+      // The stored winner and the best runners-up measured with it, re-timed side by side with the default.
+      tuner::TuneOptions opt;
+      opt.only_configs.push_back(Config::parse(r.config));
+      for (const cache::Measurement& m : impl.user_store->measurements(r.key)) {
+        if (static_cast<int>(opt.only_configs.size()) > runners_up) break;
+        if (m.status != "ok") continue;
+        Config c = Config::parse(m.config);
+        if (std::find(opt.only_configs.begin(), opt.only_configs.end(), c) == opt.only_configs.end() &&
+            f->validate(*problem, c, dev).empty())
+          opt.only_configs.push_back(c);
+      }
       tuner::TuneReport t = tuner::tune(rt, *f, *problem, opt);
       const bool winner_changed = t.best.text() != r.config;
       changed += winner_changed;
@@ -972,14 +1015,18 @@ int cache_revalidate(const Common& common, const std::string& family_name, int r
                     winner_changed ? "  WINNER CHANGED" : "");
       }
     } catch (const Error& e) {
-      std::fprintf(stderr, "jitune cache revalidate %s %s: %s\n", r.key.family.c_str(), r.key.signature.c_str(),
-                   e.what());
+      ++failed;
+      std::fprintf(stderr, "jitune cache revalidate %s %s: %s\n", r.key.family.c_str(),
+                   r.key.signature.c_str(), e.what());
     }
   }
-  if (common.json) std::cout << out.dump(2) << "\n";
+  if (common.json)
+    std::cout << out.dump(2) << "\n";
   else
-    std::printf("%d records re-timed on %s (winner + up to %d runners-up each), %d winners changed, %d records of "
-                "other devices left alone\n", checked, dev.name.c_str(), runners_up, changed, skipped);
+    std::printf(
+        "%d records re-timed on %s (winner + up to %d runners-up each), %d winners changed, %d records of "
+        "other devices left alone, %d could not be re-timed (above)\n",
+        checked - failed, dev.name.c_str(), runners_up, changed, skipped, failed);
   return 0;
 }
 

@@ -26,8 +26,10 @@ struct TuneArgs {
   std::string signature;                       ///< Alternative to `problem`.
   std::string suite;                           ///< "default".
   std::vector<std::string> only_families;      ///< With a suite: restrict to these families.
-  std::string strategy = "exhaustive";
-  std::size_t budget = 0;
+  std::string strategy = "exhaustive";          ///< exhaustive, random or guided (after --effort is resolved).
+  std::string effort;                          ///< --effort: quick (guided), default or exhaustive; "" = not given.
+  std::size_t budget = 0;                      ///< random / guided: candidates to try (0: the strategy's default).
+  double time_s = 0;                           ///< guided: no new round after this many seconds per problem.
   std::uint64_t seed = 0;
   double min_time_ms = 2.0;
   unsigned threads = 0;
