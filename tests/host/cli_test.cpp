@@ -94,25 +94,18 @@ TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shi
   CHECK(ask.code == 1);
   CHECK(ask.out.find("'NVIDIA H100 80GB HBM3', 'NVIDIA H200'") != std::string::npos);
   std::size_t shipped_records = 0;
-  // Families whose records a shipped file lacks until they are tuned again on that device model (the H200's
-  // elementwise_view records went stale with the tiled kernel's minblocks; cache/shipped/README.md).
-  const std::map<std::string, std::set<std::string>> pending = {{"NVIDIA H200", {"elementwise_view"}}};
   for (const std::string device : {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}) {
     INFO(device);
     Result suite = run("--json " + fresh + " explain --device-name '" + device + "' --suite default");
     REQUIRE_MESSAGE(suite.code == 0, suite.out);
     const auto j = nlohmann::json::parse(suite.out);
     CHECK(j["device"].get<std::string>().find(device) == 0);
-    std::size_t exact = 0;
     for (const auto& c : j["cases"]) {
-      exact += c["level"] == "exact";
-      const auto it = pending.find(device);
-      const bool waits = it != pending.end() && it->second.count(c["family"].get<std::string>()) > 0;
       INFO(c["case"].get<std::string>());
-      CHECK((c["level"] == "exact" || waits));  // each shipped file covers the default suite on its device
+      CHECK(c["level"] == "exact");  // each shipped file covers the default suite on its device
     }
-    CHECK(exact > 90);
-    shipped_records += exact;
+    CHECK(j["cases"].size() > 90);
+    shipped_records += j["cases"].size();
   }
   Result one = run(fresh + " explain --device-name 'NVIDIA H100 80GB HBM3' permute --dtype float32 --shape 8192x8192 "
                    "--perm 1,0");
