@@ -2,31 +2,69 @@
 #include "templates/space.hpp"
 
 #include <algorithm>
+#include <functional>
+
+#include <jitune/error.hpp>
 
 namespace jitune {
+namespace {
+
+// Index of the parameter called `name` in params[0, end), or end.
+std::size_t index_of(const std::vector<Param>& params, std::string_view name, std::size_t end) {
+  for (std::size_t i = 0; i < end; ++i)
+    if (params[i].name == name) return i;
+  return end;
+}
+
+}  // namespace
+
+Space::Space(std::vector<Param> params) : params_(std::move(params)) {
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].values.empty()) throw InvalidArgument("space parameter '" + params_[i].name + "' has no values");
+    if (!params_[i].when.empty() && index_of(params_, params_[i].when, i) == i)
+      throw InvalidArgument("space parameter '" + params_[i].name + "' depends on '" + params_[i].when +
+                            "', which is not an earlier parameter");
+  }
+}
 
 std::uint64_t Space::size() const noexcept {
-  std::uint64_t n = 1;
-  for (const Param& p : params_) n *= p.values.size();
-  return params_.empty() ? 0 : n;
+  if (params_.empty()) return 0;
+  std::uint64_t n = 0;
+  std::vector<std::int64_t> chosen(params_.size(), 0);
+  std::function<void(std::size_t)> walk = [&](std::size_t i) {
+    if (i == params_.size()) {
+      ++n;
+      return;
+    }
+    const Param& p = params_[i];
+    const bool active = p.when.empty() || chosen[index_of(params_, p.when, i)] == p.is;
+    for (std::size_t v = 0; v < (active ? p.values.size() : 1); ++v) {
+      chosen[i] = p.values[v];
+      walk(i + 1);
+    }
+  };
+  walk(0);
+  return n;
 }
 
 std::vector<Config> Space::enumerate() const {
   std::vector<Config> out;
   if (params_.empty()) return out;
-  std::vector<std::size_t> index(params_.size(), 0);
-  while (true) {
-    Config c;
-    for (std::size_t i = 0; i < params_.size(); ++i) c.set(params_[i].name, params_[i].values[index[i]]);
-    out.push_back(std::move(c));
-    std::size_t i = params_.size();
-    while (i > 0) {
-      --i;
-      if (++index[i] < params_[i].values.size()) break;
-      index[i] = 0;
-      if (i == 0) return out;
+  Config c;
+  std::function<void(std::size_t)> walk = [&](std::size_t i) {
+    if (i == params_.size()) {
+      out.push_back(c);
+      return;
     }
-  }
+    const Param& p = params_[i];
+    const bool active = p.when.empty() || c.at(p.when) == p.is;
+    for (std::size_t v = 0; v < (active ? p.values.size() : 1); ++v) {
+      c.set(p.name, p.values[v]);
+      walk(i + 1);
+    }
+  };
+  walk(0);
+  return out;
 }
 
 std::string Space::why_not_contained(const Config& config) const {
@@ -39,6 +77,12 @@ std::string Space::why_not_contained(const Config& config) const {
       return p.name + "=" + std::to_string(*v) + " is not a candidate (allowed: " + list + ")";
     }
   }
+  for (const Param& p : params_) {
+    if (p.when.empty() || config.at(p.when) == p.is || config.at(p.name) == p.values.front()) continue;
+    return p.name + "=" + std::to_string(config.at(p.name)) + " applies only where " + p.when + "=" +
+           std::to_string(p.is) + " (here " + p.when + "=" + std::to_string(config.at(p.when)) + "); set it to " +
+           std::to_string(p.values.front());
+  }
   for (const auto& entry : config.values()) {
     const std::string& name = entry.first;
     const bool known = std::any_of(params_.begin(), params_.end(), [&](const Param& p) { return p.name == name; });
@@ -48,5 +92,11 @@ std::string Space::why_not_contained(const Config& config) const {
 }
 
 bool Space::contains(const Config& config) const { return why_not_contained(config).empty(); }
+
+Config Space::canonical(Config config) const {
+  for (const Param& p : params_)
+    if (!p.when.empty() && config.find(p.when) != p.is && config.find(p.name)) config.set(p.name, p.values.front());
+  return config;
+}
 
 }  // namespace jitune

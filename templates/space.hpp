@@ -14,23 +14,35 @@ struct Param {
   std::string name;                   ///< e.g. "pack".
   std::vector<std::int64_t> values;   ///< Candidate values, in the order they are tried.
   std::string help;                   ///< Meaning and legal range, one line.
+  /// A parameter of one variant only: it varies where the earlier parameter `when` has the value `is` and
+  /// holds its first value elsewhere (empty `when`: always varies). A family with two kernels (conv2d's
+  /// direct and implicit-GEMM algorithms) so tunes each kernel's knobs without the product of both.
+  std::string when = {};
+  std::int64_t is = 0;
 };
 
-/// The cartesian product of its parameters' values.
+/// The product of its parameters' values, where a conditional parameter (Param::when) varies only under its
+/// condition.
 class Space {
  public:
   Space() = default;
-  explicit Space(std::vector<Param> params) : params_(std::move(params)) {}
+  /// Throws InvalidArgument when a parameter has no values or a condition names no earlier parameter.
+  explicit Space(std::vector<Param> params);
 
   const std::vector<Param>& params() const noexcept { return params_; }
   /// Number of configurations before constraints.
   std::uint64_t size() const noexcept;
   /// Every configuration, in a deterministic order (before constraints).
   std::vector<Config> enumerate() const;
-  /// True when `config` names exactly this space's parameters with values from their lists.
+  /// True when `config` names exactly this space's parameters with values from their lists, inactive
+  /// conditional parameters at their first value.
   bool contains(const Config& config) const;
-  /// Why `config` is not in the space (unknown or missing parameter, value not a candidate), empty if it is.
+  /// Why `config` is not in the space (unknown or missing parameter, value not a candidate, a parameter set
+  /// outside its condition), empty if it is.
   std::string why_not_contained(const Config& config) const;
+  /// `config` with every inactive conditional parameter at its first value (a move of the parameter a
+  /// condition names lands in the space this way).
+  Config canonical(Config config) const;
 
  private:
   std::vector<Param> params_;

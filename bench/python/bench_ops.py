@@ -175,17 +175,19 @@ def scatter_add_cases():
 
 
 def conv2d_cases():
-    for dtype in ("float32", "float16"):
-        for n, c, h, w, k, r in peer_conv.ROWS:
-            dt = getattr(torch, dtype)
-            x, wt = nonzero((n, c, h, w), dt), nonzero((k, c, r, r), dt)
-            tol = 1e-4 if dtype == "float32" else 2e-3
-            p, q = h - r + 1, w - r + 1
-            yield _case(f"conv_{dtype}_N{n}C{c}H{h}W{w}K{k}R{r}", "conv2d", lambda x=x, wt=wt: jt.conv2d(x, wt),
-                        lambda x=x, wt=wt: F.conv2d(x.double(), wt.double()),
-                        lambda got, want, tol=tol, c=c, r=r: torch.allclose(got.double(), want, rtol=tol,
-                                                                            atol=tol * c * r * r),
-                        (n * c * h * w + k * c * r * r + n * k * p * q) * dt.itemsize)
+    rows = [(dtype, row) for dtype in ("float32", "float16") for row in peer_conv.ROWS]
+    rows += [("float16", row) for row in peer_conv.NETWORK_ROWS]
+    for dtype, (n, c, h, w, k, r, st, pad) in rows:
+        dt = getattr(torch, dtype)
+        x, wt = nonzero((n, c, h, w), dt), nonzero((k, c, r, r), dt)
+        tol = 1e-4 if dtype == "float32" else 2e-3
+        p, q = (h + 2 * pad - r) // st + 1, (w + 2 * pad - r) // st + 1
+        name = f"conv_{dtype}_N{n}C{c}H{h}W{w}K{k}R{r}" + (f"S{st}" if st > 1 else "") + (f"P{pad}" if pad else "")
+        yield _case(name, "conv2d", lambda x=x, wt=wt, st=st, pad=pad: jt.conv2d(x, wt, stride=st, padding=pad),
+                    lambda x=x, wt=wt, st=st, pad=pad: F.conv2d(x.double(), wt.double(), stride=st, padding=pad),
+                    lambda got, want, tol=tol, c=c, r=r: torch.allclose(got.double(), want, rtol=tol,
+                                                                        atol=tol * c * r * r),
+                    (n * c * h * w + k * c * r * r + n * k * p * q) * dt.itemsize)
 
 
 def reduce_rows_cases():

@@ -40,7 +40,8 @@ Config base_config(const ConvProblem& p, const DeviceInfo& device) {
   while (block_h > 1 && block_h >= 2 * p.p()) block_h /= 2;
   while (block_h * block_w < 32) block_h *= 2;
   const std::int64_t c_stage = largest_divisor(s.c, {4, 3, 2});
-  Config c{{"out_h", 1},
+  Config c{{"algo", 0},
+           {"out_h", 1},
            {"out_w", out_w},
            {"block_h", block_h},
            {"block_w", block_w},
@@ -49,7 +50,7 @@ Config base_config(const ConvProblem& p, const DeviceInfo& device) {
            {"load", load},
            {"double_buffer", s.c / c_stage >= 2 ? 1 : 0}};
   c.set("max_regs", default_cap(p, c, device));
-  return c;
+  return detail::complete_config(c);
 }
 
 // What the kernel cannot run, or cannot run well enough to be worth timing anywhere.
@@ -149,6 +150,10 @@ namespace detail {
 
 Config heuristic(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
+  if (igemm_preferred(p, device)) {
+    const Config tc = igemm_heuristic(p, device);
+    if (igemm_hard_check(p, tc, device).empty()) return tc;
+  }
   Config c = base_config(p, device);
   if (hard_check(p, c, device).empty()) return c;
   // Large filters / dilations: fewer registers, then less shared memory, until the hard rules pass.
@@ -175,6 +180,10 @@ Config heuristic(const ConvProblem& p, const DeviceInfo& device) {
 }
 
 std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
+  if (config.at("algo") == 1) {
+    std::string why = igemm_hard_check(p, config, device);
+    return why.empty() ? igemm_neighbourhood_check(p, config) : why;
+  }
   std::string why = hard_check(p, config, device);
   if (!why.empty()) return why;
   // The tuned neighbourhood of the default: only where the default itself is legal (ordinary problems).
@@ -186,6 +195,7 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
 }  // namespace detail
 
 std::string kernel_limits(const ConvProblem& problem, const Config& config, const DeviceInfo& device) {
+  if (config.at("algo") == 1) return detail::igemm_hard_check(problem, config, device);
   return hard_check(problem, config, device);
 }
 

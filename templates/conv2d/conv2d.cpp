@@ -8,22 +8,41 @@ class ConvFamily final : public Family {
  public:
   ConvFamily()
       : space_({
-            {"out_h", {1, 2, 4}, "output rows per thread"},
-            {"out_w", {1, 2, 4}, "contiguous output columns per thread"},
-            {"block_h", {1, 2, 4, 8, 16}, "thread rows per block (tile height = block_h * out_h)"},
-            {"block_w", {8, 16, 32}, "thread columns per block (tile width = block_w * out_w)"},
+            {"algo",
+             {0, 1},
+             "0: direct kernel (FFMA on shared-memory tiles, any dtype); 1: implicit GEMM on tensor cores "
+             "(mma.sync, float16 / bfloat16, sm_80+)"},
+            {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", 0},
+            {"out_w", {1, 2, 4}, "direct: contiguous output columns per thread", "algo", 0},
+            {"block_h", {1, 2, 4, 8, 16}, "direct: thread rows per block (tile height = block_h * out_h)", "algo", 0},
+            {"block_w", {8, 16, 32}, "direct: thread columns per block (tile width = block_w * out_w)", "algo", 0},
             {"k_block",
              {1, 2, 3, 4, 6, 8, 12, 16},
-             "output channels per block, all accumulated by each thread; "
-             "divides K"},
-            {"c_stage", {1, 2, 3, 4, 8}, "input channels per shared-memory stage; divides C"},
+             "direct: output channels per block, all accumulated by each thread; divides K",
+             "algo",
+             0},
+            {"c_stage", {1, 2, 3, 4, 8}, "direct: input channels per shared-memory stage; divides C", "algo", 0},
             {"load",
              {1, 2, 4, 8},
-             "elements per global vector load of the input tile; load * element size <= 16"},
-            {"double_buffer", {0, 1}, "1: load the next stage into registers while computing this one"},
+             "direct: elements per global vector load of the input tile; load * element size <= 16",
+             "algo",
+             0},
+            {"double_buffer",
+             {0, 1},
+             "direct: 1: load the next stage into registers while computing this one",
+             "algo",
+             0},
             {"max_regs",
              {128, 168, 255},
-             "register cap per thread (blocks per SM); 255: none; cap * threads <= 65536"},
+             "direct: register cap per thread (blocks per SM); 255: none; cap * threads <= 65536",
+             "algo",
+             0},
+            {"tile_m", {32, 64, 128, 256}, "implicit GEMM: output pixels per block", "algo", 1},
+            {"tile_n", {16, 32, 64, 128}, "implicit GEMM: output channels per block", "algo", 1},
+            {"tile_k", {16, 32, 64}, "implicit GEMM: reduction (C * R * S) elements per shared-memory stage",
+             "algo", 1},
+            {"warps_m", {1, 2, 4}, "implicit GEMM: warps along the pixels (warp tile tile_m / warps_m)", "algo", 1},
+            {"warps_n", {1, 2, 4}, "implicit GEMM: warps along the channels (warp tile tile_n / warps_n)", "algo", 1},
         }) {}
 
   std::string_view name() const override { return "conv2d"; }
@@ -125,23 +144,36 @@ class ConvFamily final : public Family {
 
   std::vector<std::pair<std::string, std::string>> default_suite() const override {
     struct Row {
-      int n, c, h, w, k, r;
+      int n, c, h, w, k, r, stride, pad;
     };
-    static constexpr Row rows[] = {{1, 6, 768, 512, 6, 6},
-                                   {8, 3, 224, 224, 16, 3},
-                                   {1, 16, 512, 512, 16, 3},
-                                   {32, 4, 128, 128, 8, 5},
-                                   {1, 64, 56, 56, 64, 3}};
+    auto name_of = [](const char* dtype, const Row& r) {
+      return std::string("conv_") + dtype + "_N" + std::to_string(r.n) + "C" + std::to_string(r.c) + "H" +
+             std::to_string(r.h) + "W" + std::to_string(r.w) + "K" + std::to_string(r.k) + "R" + std::to_string(r.r) +
+             (r.stride > 1 ? "S" + std::to_string(r.stride) : "") + (r.pad > 0 ? "P" + std::to_string(r.pad) : "");
+    };
+    auto signature_of = [](const char* dtype, const Row& r) {
+      ConvProblem::Shape s;
+      s.n = r.n, s.c = r.c, s.h = r.h, s.w = r.w, s.k = r.k, s.r = r.r, s.s = r.r;
+      s.stride_h = s.stride_w = r.stride, s.pad_h = s.pad_w = r.pad;
+      return ConvProblem(parse_dtype(dtype), s).signature();
+    };
+    // The seed article's case and the small-channel rows, float32 and float16 (no padding, stride 1).
+    static constexpr Row small[] = {{1, 6, 768, 512, 6, 6, 1, 0},
+                                    {8, 3, 224, 224, 16, 3, 1, 0},
+                                    {1, 16, 512, 512, 16, 3, 1, 0},
+                                    {32, 4, 128, 128, 8, 5, 1, 0},
+                                    {1, 64, 56, 56, 64, 3, 1, 0}};
+    // Issue 18, float16 on tensor cores: ResNet-50 body layers (3x3 at batch 1 and 32, the strided 3x3, a 1x1
+    // reduction) and a UNet 3x3.
+    static constexpr Row networks[] = {{1, 64, 56, 56, 64, 3, 1, 1},    {32, 64, 56, 56, 64, 3, 1, 1},
+                                       {32, 128, 28, 28, 128, 3, 1, 1}, {32, 256, 14, 14, 256, 3, 1, 1},
+                                       {32, 512, 7, 7, 512, 3, 1, 1},   {1, 256, 14, 14, 256, 3, 1, 1},
+                                       {32, 256, 56, 56, 64, 1, 1, 0},  {32, 128, 56, 56, 128, 3, 2, 1},
+                                       {1, 320, 64, 64, 320, 3, 1, 1}};
     std::vector<std::pair<std::string, std::string>> cases;
     for (const char* dtype : {"float32", "float16"})
-      for (const Row& r : rows) {
-        ConvProblem::Shape s;
-        s.n = r.n, s.c = r.c, s.h = r.h, s.w = r.w, s.k = r.k, s.r = r.r, s.s = r.r;
-        const std::string name = std::string("conv_") + dtype + "_N" + std::to_string(r.n) + "C" +
-                                 std::to_string(r.c) + "H" + std::to_string(r.h) + "W" + std::to_string(r.w) +
-                                 "K" + std::to_string(r.k) + "R" + std::to_string(r.r);
-        cases.emplace_back(name, ConvProblem(parse_dtype(dtype), s).signature());
-      }
+      for (const Row& r : small) cases.emplace_back(name_of(dtype, r), signature_of(dtype, r));
+    for (const Row& r : networks) cases.emplace_back(name_of("float16", r), signature_of("float16", r));
     return cases;
   }
 

@@ -333,3 +333,5 @@ __global__ void __maxnreg__(kMaxRegs) conv2d(Args<T> a) {
 
 }  // namespace conv
 }  // namespace jitune
+
+#include "conv2d/igemm.cuh"  // algo 1: the implicit-GEMM kernel on tensor cores

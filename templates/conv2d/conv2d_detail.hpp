@@ -38,4 +38,25 @@ Workload workload(const ConvProblem& p, std::uint64_t seed);
 /// The convolution summed in double (Family::reference).
 std::vector<std::vector<std::byte>> reference(const ConvProblem& p, const Workload& work);
 
+// igemm.cpp: the implicit-GEMM variant (algo 1)
+/// `config` with every space parameter present, inactive ones at their first value.
+Config complete_config(Config config);
+/// igemm.cuh's block shape and shared memory for a config, with the register estimate the limits use.
+struct IgemmGeometry {
+  int threads = 0, warp_m = 0, warp_n = 0, accumulators = 0, register_estimate = 0;
+  std::int64_t m_total = 0, shared_bytes = 0, grid_m = 0, grid_n = 0;
+};
+IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& config);
+/// What the implicit-GEMM kernel cannot run (dtype, architecture, 32-bit indexing, warp tiles, threads,
+/// registers, shared memory, tiles mostly idle), empty if it can.
+std::string igemm_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// The implicit-GEMM configs worth timing: warp tiles of 32-64 x 16-64, at most 8 warps.
+std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& config);
+/// Whether the untuned default runs on tensor cores (float16 / bfloat16 on sm_80+, C * R * S >= 256, K >= 32).
+bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device);
+/// The implicit-GEMM default: channel tile from K, the largest pixel tile that gives every SM a block.
+Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device);
+KernelSource igemm_source(const ConvProblem& p, const Config& config);
+LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config);
+
 }  // namespace jitune::templates::conv2d::detail

@@ -18,6 +18,7 @@ std::int64_t vector_of(std::int64_t n) {
 namespace detail {
 
 KernelSource source(const ConvProblem& p, const Config& config) {
+  if (config.at("algo") == 1) return igemm_source(p, config);
   const auto& s = p.shape();
   std::string name = "jitune::conv::conv2d<" + std::string(dtype_cuda_type(p.dtype()));
   for (std::int64_t v : {s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w,
@@ -30,6 +31,7 @@ KernelSource source(const ConvProblem& p, const Config& config) {
 }
 
 LaunchShape launch_shape(const ConvProblem& p, const Config& config) {
+  if (config.at("algo") == 1) return igemm_launch_shape(p, config);
   const TileGeometry g = tile_geometry(p, config);
   const std::int64_t tiles = ((p.p() + g.tile_h - 1) / g.tile_h) * ((p.q() + g.tile_w - 1) / g.tile_w);
   LaunchShape shape;
@@ -89,7 +91,8 @@ void push_args(const ConvProblem& p, const Config& config, const void* x, const 
   };
   static_assert(sizeof(ArgsLayout) == 64);
   const auto& s = p.shape();
-  const std::int64_t tile_w = config.at("block_w") * config.at("out_w");
+  // tiles_x: output tiles along Q for the direct kernel; the implicit GEMM does not read it.
+  const std::int64_t tile_w = config.at("algo") == 1 ? 1 : config.at("block_w") * config.at("out_w");
   const ArgsLayout a{x,
                      w,
                      bias,

@@ -1,6 +1,6 @@
 // GPU tests of the conv2d family through the runtime API: random shapes (every filter size 1-7, stride 1/2,
 // padding 0/1/2, dilation 1/2, N 1/3, bias or not) in float32 / float16 / bfloat16 against the CPU reference
-// with poisoned outputs and misaligned pointers; outputs smaller than a tile; batches beyond the grid limit;
+// with poisoned outputs and misaligned pointers; the tensor-core implicit GEMM over random channel counts; outputs smaller than a tile; batches beyond the grid limit;
 // sampled configurations of the space through the tuner's verification; the tuned pick; N = 0 and bad input.
 #include <jitune/jitune.hpp>
 #include <jitune/tuner.hpp>
@@ -92,6 +92,40 @@ TEST_CASE("conv2d matches the CPU reference over random shapes, strides, padding
   CHECK(cases == 35);
 }
 
+TEST_CASE("the tensor-core implicit GEMM (algo 1) matches the CPU reference: odd channels, strides, paddings") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  std::mt19937_64 rng(1804);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  int cases = 0;
+  for (int variant = 0; variant < 12; ++variant) {
+    templates::conv2d::ConvProblem::Shape s;
+    s.r = pick(1, 5);
+    s.s = variant % 3 == 0 ? s.r : pick(1, 5);
+    s.n = pick(1, 3);
+    // Channel counts off every tile and vector width (C * R * S not a multiple of 8) and on them; enough
+    // products per output (C * R * S >= 256) and channels (K >= 32) for the default to use tensor cores.
+    s.c = variant % 4 == 0 ? 64 : std::max<std::int64_t>(pick(16, 80), (256 + s.r * s.s - 1) / (s.r * s.s));
+    s.k = variant % 4 == 0 ? 64 : pick(32, 100);
+    s.stride_h = pick(1, 2), s.stride_w = pick(1, 2);
+    s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
+    s.dilation_h = pick(1, 2), s.dilation_w = pick(1, 2);
+    s.bias = variant % 2 == 1;
+    s.h = std::max<std::int64_t>(1, (s.r - 1) * s.dilation_h + 1 - 2 * s.pad_h) + pick(0, 30);
+    s.w = std::max<std::int64_t>(1, (s.s - 1) * s.dilation_w + 1 - 2 * s.pad_w) + pick(0, 40);
+    const DType dtype = variant % 2 ? DType::kBFloat16 : DType::kFloat16;
+    const templates::conv2d::ConvProblem p(dtype, s);
+    INFO(p.signature());
+    CHECK(Config::parse(rt.explain("conv2d", p.signature()).config).at("algo") == 1);
+    // Misaligned pointers (scalar weight loads and output stores) on every third case.
+    check_conv(rt, dtype, s, static_cast<std::size_t>(variant % 3 == 2 ? pick(1, 3) : 0), 5000 + cases);
+    ++cases;
+  }
+  CHECK(cases == 12);
+}
+
 TEST_CASE("the public cases' geometries are correct in float32 and float16") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
@@ -172,7 +206,9 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
        {"bias=1;c=24;dilation_h=1;dilation_w=2;dtype=float32;h=41;k=48;n=2;pad_h=1;pad_w=2;r=3;"
         "s=2;stride_h=2;stride_w=1;w=72",
         "bias=0;c=48;dilation_h=1;dilation_w=1;dtype=float16;h=37;k=48;n=1;pad_h=1;pad_w=1;r=3;"
-        "s=3;stride_h=1;stride_w=1;w=64"}) {
+        "s=3;stride_h=1;stride_w=1;w=64",
+        "bias=1;c=37;dilation_h=2;dilation_w=1;dtype=bfloat16;h=29;k=70;n=3;pad_h=2;pad_w=0;r=3;"
+        "s=2;stride_h=2;stride_w=1;w=33"}) {
     auto problem = fam.parse_problem(sig);
     const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);
     // Every value of every knob in some config the kernel can run, scattered over the space.

@@ -52,6 +52,39 @@ TEST_CASE("space enumerates the full product, distinct, and knows membership") {
   CHECK(Space().enumerate().empty());
 }
 
+TEST_CASE("conditional parameters vary only under their condition") {
+  // algo 0 tunes a and b, algo 1 tunes t; the other algorithm's knobs hold their first value.
+  Space s({{"algo", {0, 1}, ""},
+           {"a", {1, 2, 3}, "", "algo", 0},
+           {"b", {5, 6}, "", "algo", 0},
+           {"t", {32, 64, 128, 256}, "", "algo", 1}});
+  CHECK(s.size() == 6 + 4);
+  const auto all = s.enumerate();
+  REQUIRE(all.size() == 10);
+  std::set<Config> distinct(all.begin(), all.end());
+  CHECK(distinct.size() == 10);
+  int direct = 0;
+  for (const Config& c : all) {
+    CHECK(s.contains(c));
+    if (c.at("algo") == 0) {
+      ++direct;
+      CHECK(c.at("t") == 32);
+    } else {
+      CHECK(c.at("a") == 1);
+      CHECK(c.at("b") == 5);
+    }
+  }
+  CHECK(direct == 6);
+  const Config outside{{"algo", 1}, {"a", 2}, {"b", 5}, {"t", 64}};
+  CHECK(s.why_not_contained(outside).find("a=2 applies only where algo=0 (here algo=1); set it to 1") !=
+        std::string::npos);
+  CHECK(s.canonical(outside) == Config{{"algo", 1}, {"a", 1}, {"b", 5}, {"t", 64}});
+  CHECK(s.contains(s.canonical(outside)));
+  CHECK_THROWS_WITH_AS(Space({{"a", {1}, "", "later", 1}, {"later", {1}, ""}}),
+                       doctest::Contains("not an earlier parameter"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(Space({{"a", {}, ""}}), doctest::Contains("no values"), InvalidArgument);
+}
+
 TEST_CASE("signatures split and join; values may contain '='") {
   auto m = split_signature("dtype=float32;expr=z = x * y;n=5");
   CHECK(m.at("expr") == "z = x * y");

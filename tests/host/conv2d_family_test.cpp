@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <set>
+#include <string_view>
 
 #include "runtime/compiler.hpp"
 #include "templates/conv2d/conv2d.hpp"
@@ -22,6 +23,13 @@ const Family& fam() {
 
 std::unique_ptr<Problem> problem(const std::map<std::string, std::string>& options) {
   return fam().make_problem(options);
+}
+
+// `c` with the space's other parameters at their first values (algo 0: the direct kernel).
+Config with_fronts(Config c) {
+  for (const Param& param : fam().space().params())
+    if (!c.find(param.name)) c.set(param.name, param.values.front());
+  return c;
 }
 
 const templates::conv2d::ConvProblem& as_conv(const Problem& p) {
@@ -197,11 +205,13 @@ TEST_CASE("constraints prune by vector width, divisibility, stages, shared memor
   Config big{{"out_h", 4},    {"out_w", 4}, {"block_h", 16},      {"block_w", 32},  {"k_block", 1},
              {"c_stage", 16}, {"load", 4},  {"double_buffer", 0}, {"max_regs", 128}};
   big.set("c_stage", 8);
+  big = with_fronts(big);
   CHECK(fam().validate(*wide, big, dev).find("shared memory") != std::string::npos);
   // A large filter caps the unrolled body.
   auto large = problem({{"dtype", "float32"}, {"c", "4"}, {"h", "64"}, {"w", "64"}, {"k", "32"}, {"r", "7"}});
   Config unrolled{{"out_h", 2},   {"out_w", 4}, {"block_h", 8},       {"block_w", 16},  {"k_block", 16},
                   {"c_stage", 1}, {"load", 4},  {"double_buffer", 0}, {"max_regs", 255}};
+  unrolled = with_fronts(unrolled);
   CHECK(fam().validate(*large, unrolled, dev).find("unrolled body") != std::string::npos);
   // Every legal candidate validates; the heuristic comes first.
   std::size_t pruned = 0;
@@ -252,10 +262,12 @@ TEST_CASE("the public cases have tuning spaces of a tractable size") {
     auto legal = tuner::legal_candidates(fam(), *p, dev, pruned);
     MESSAGE(name, ": ", legal.size(), " legal, ", pruned, " pruned");
     CHECK(legal.size() >= 40);
-    CHECK(legal.size() <= 160);  // exhaustive tuning compiles each: about a second of NVRTC per candidate
+    CHECK(legal.size() <= 200);  // exhaustive tuning compiles each: about a second of NVRTC per candidate
     CHECK(legal.front() == fam().heuristic(*p, dev));
   }
-  CHECK(fam().default_suite().size() == 10);
+  CHECK(fam().default_suite().size() == 19);
+  CHECK(fam().default_suite().back().first == "conv_float16_N1C320H64W64K320R3P1");
+  CHECK(fam().default_suite()[17].first == "conv_float16_N32C128H56W56K128R3S2P1");
   CHECK(fam().default_suite().front().first == "conv_float32_N1C6H768W512K6R6");
 }
 
@@ -302,6 +314,49 @@ TEST_CASE("workload is random and never zero; the reference matches the definiti
   }
 }
 
+TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
+  const DeviceInfo dev = nominal_device(90);
+  auto conv = [](const char* dtype, const char* c, const char* k) {
+    return problem({{"dtype", dtype}, {"n", "2"}, {"c", c}, {"h", "56"}, {"w", "56"}, {"k", k}, {"r", "3"},
+                    {"padding", "1"}});
+  };
+  auto f16 = conv("float16", "64", "64"), f32 = conv("float32", "64", "64"), few = conv("float16", "4", "64");
+  const Config tc = fam().heuristic(*f16, dev);
+  CHECK(tc.at("algo") == 1);
+  CHECK(fam().validate(*f16, tc, dev).empty());
+  CHECK(tc.at("out_h") == 1);  // the direct kernel's knobs hold their first values
+  CHECK(fam().heuristic(*conv("bfloat16", "64", "64"), dev).at("algo") == 1);
+  CHECK(fam().heuristic(*f32, dev).at("algo") == 0);  // no precision loss without an explicit opt-in
+  CHECK(fam().heuristic(*few, dev).at("algo") == 0);  // few channels: the direct kernel
+  CHECK(fam().heuristic(*f16, nominal_device(80)).at("algo") == 1);
+  auto why = [&](const Problem& p, std::initializer_list<std::pair<const char*, std::int64_t>> changes,
+                 const DeviceInfo& d) {
+    Config x = tc;
+    for (auto [name, value] : changes) x.set(name, value);
+    return fam().validate(p, x, d);
+  };
+  CHECK(why(*f32, {}, dev).find("takes float16 or bfloat16; float32 runs the direct kernel") != std::string::npos);
+  DeviceInfo turing = nominal_device(80);
+  turing.cc_major = 7, turing.cc_minor = 5;
+  CHECK(why(*f16, {}, turing).find("(sm_80 or newer); the device is sm_75") != std::string::npos);
+  CHECK(why(*f16, {{"tile_m", 32}, {"warps_m", 4}}, dev).find("not a multiple of 16 x 16") != std::string::npos);
+  CHECK(why(*f16, {{"tile_m", 256}, {"tile_n", 128}, {"warps_m", 2}, {"warps_n", 1}}, dev)
+            .find("accumulators per thread") != std::string::npos);
+  CHECK(why(*f16, {{"tile_n", 128}}, dev).find("at least twice K = 64") != std::string::npos);
+  CHECK(why(*f16, {{"out_w", 2}}, dev).find("applies only where algo=0") != std::string::npos);
+  CHECK(why(*f16, {{"tile_m", 128}, {"warps_m", 1}, {"tile_n", 32}, {"warps_n", 2}, {"tile_k", 32}}, dev)
+            .find("warp tile 128 x 16 (tuned") != std::string::npos);
+  // Every legal tensor-core candidate of a float16 problem validates; float32 has none.
+  std::size_t pruned = 0;
+  std::size_t tensor = 0;
+  for (const Config& x : tuner::legal_candidates(fam(), *f16, dev, pruned)) {
+    CHECK(fam().validate(*f16, x, dev).empty());
+    tensor += x.at("algo") == 1;
+  }
+  CHECK(tensor >= 20);
+  for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned)) CHECK(x.at("algo") == 0);
+}
+
 TEST_CASE("tolerances grow with the number of summed products") {
   auto small = problem({{"dtype", "float32"}, {"c", "1"}, {"h", "4"}, {"w", "4"}, {"k", "1"}, {"r", "1"}});
   auto big = problem({{"dtype", "float32"}, {"c", "64"}, {"h", "4"}, {"w", "4"}, {"k", "1"}, {"r", "3"}});
@@ -342,7 +397,7 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
                         {"c", "48"},
                         {"h", "30"},
                         {"w", "64"},
-                        {"k", "48"},
+                        {"k", "96"},
                         {"r", "3"},
                         {"padding", "1"},
                         {"bias", "1"}});
@@ -356,7 +411,11 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
           INFO(param.name, "=", value);
           const bool too_wide =
               param.name == "load" && value * static_cast<std::int64_t>(dtype_size(parse_dtype(dtype))) > 16;
-          CHECK(seen.count({param.name, value}) == (too_wide ? 0u : 1u));
+          // float32 runs only the direct kernel: algo 1's knobs stay at their first values.
+          const bool tensor_cores_only = std::string_view(dtype) == "float32" &&
+                                         ((param.name == "algo" && value == 1) ||
+                                          (param.when == "algo" && param.is == 1 && value != param.values.front()));
+          CHECK(seen.count({param.name, value}) == (too_wide || tensor_cores_only ? 0u : 1u));
         }
       INFO("sm_", cc, " ", dtype, ": ", sample.size(), " configs");
       REQUIRE(sample.size() >= 12);
@@ -382,7 +441,9 @@ TEST_CASE("the heuristics of the public cases and odd geometries compile without
        {"bias=1;c=5;dilation_h=2;dilation_w=2;dtype=float32;h=31;k=7;n=3;pad_h=2;pad_w=2;r=7;"
         "s=7;stride_h=2;stride_w=2;w=29",
         "bias=0;c=2;dilation_h=1;dilation_w=3;dtype=bfloat16;h=40;k=12;n=1;pad_h=0;pad_w=1;r=2;"
-        "s=5;stride_h=1;stride_w=2;w=41"})
+        "s=5;stride_h=1;stride_w=2;w=41",
+        "bias=1;c=64;dilation_h=1;dilation_w=1;dtype=bfloat16;h=28;k=128;n=4;pad_h=1;pad_w=1;r=3;"
+        "s=3;stride_h=2;stride_w=2;w=28"})
     signatures.push_back(extra);
   for (const std::string& signature : signatures) {
     auto p = fam().parse_problem(signature);

@@ -1,0 +1,152 @@
+// The conv2d implicit-GEMM variant (algo 1, igemm.cuh) on the host: geometry, legality, default and launch.
+#include <algorithm>
+
+#include "templates/conv2d/conv2d_detail.hpp"
+
+namespace jitune::templates::conv2d::detail {
+namespace {
+
+constexpr std::int64_t kMaxRegisters = 255;
+constexpr std::int64_t kMaxAccumulators = 128;  // floats per thread: the rest of the body needs the other half
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace
+
+Config complete_config(Config config) {
+  for (const Param& p : conv2d_family().space().params())
+    if (!config.find(p.name)) config.set(p.name, p.values.front());
+  return conv2d_family().space().canonical(std::move(config));
+}
+
+IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
+  const std::int64_t tm = c.at("tile_m"), tn = c.at("tile_n"), tk = c.at("tile_k"), wm = c.at("warps_m"),
+                     wn = c.at("warps_n");
+  IgemmGeometry g;
+  g.threads = static_cast<int>(32 * wm * wn);
+  g.warp_m = static_cast<int>(tm / wm);
+  g.warp_n = static_cast<int>(tn / wn);
+  g.m_total = p.shape().n * p.p() * p.q();
+  const std::int64_t pitch = tk + 8, main_bytes = 2 * (tm + tn) * pitch * 2, out_bytes = tn * (tm + 8) * 2;
+  g.shared_bytes = std::max(main_bytes, out_bytes) + 2 * tk * 16;  // + two stages' reduction tables
+  const std::int64_t mi = g.warp_m / 16, ni = g.warp_n / 8;
+  g.accumulators = static_cast<int>(mi * ni * 4);
+  const std::int64_t a_per = ceil_div(tm * tk / 8, g.threads), b_per = ceil_div(tn * tk / 8, g.threads);
+  // Accumulators, one k-step's fragments, the next stage's chunks (4 registers each), gather addressing
+  // (image pointer pair, row / column bases and offset per A chunk) and indices.
+  g.register_estimate = static_cast<int>(g.accumulators + mi * 4 + ni * 2 + 4 * (a_per + b_per) + 5 * a_per + 32);
+  g.grid_m = ceil_div(g.m_total, tm);
+  g.grid_n = ceil_div(p.shape().k, tn);
+  return g;
+}
+
+std::string igemm_hard_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
+  const auto& s = p.shape();
+  auto cfg = [&] { return " (" + c.text() + ")"; };
+  if (p.dtype() != DType::kFloat16 && p.dtype() != DType::kBFloat16)
+    return "algo 1 (implicit GEMM on tensor cores) takes float16 or bfloat16; " +
+           std::string(dtype_name(p.dtype())) + " runs the direct kernel (algo 0)";
+  if (device.cc() < 80)
+    return "algo 1 needs mma.sync on bfloat16 / float16 (sm_80 or newer); the device is " + device.arch();
+  if (s.c * s.r * s.s > (std::int64_t{1} << 30))
+    return "algo 1 indexes the reduction C * R * S = " + std::to_string(s.c * s.r * s.s) + " in 32 bits";
+  // One image's offsets (with the padding's reach) in 32 bits; rows past the output sit 2^30 above the input.
+  if ((s.c * s.h + 2 * s.pad_h + 1) * (s.w + 2 * s.pad_w) >= (std::int64_t{1} << 31) ||
+      s.h + 2 * s.pad_h >= (std::int64_t{1} << 29) || s.w + 2 * s.pad_w >= (std::int64_t{1} << 29))
+    return "algo 1 indexes one padded image (C x H x W = " + std::to_string(s.c) + " x " + std::to_string(s.h) +
+           " x " + std::to_string(s.w) + ") in 32 bits";
+  const IgemmGeometry g = igemm_geometry(p, c);
+  if (g.m_total + c.at("tile_m") > (std::int64_t{1} << 31) - 1)
+    return "algo 1 indexes the N * P * Q = " + std::to_string(g.m_total) + " output pixels in 32 bits";
+  if (g.warp_m % 16 != 0 || g.warp_n % 16 != 0)
+    return "warp tile " + std::to_string(g.warp_m) + " x " + std::to_string(g.warp_n) +
+           " (tile_m / warps_m x tile_n / warps_n) is not a multiple of 16 x 16" + cfg();
+  if (g.threads > std::min(256, device.max_threads_per_block))
+    return "block of " + std::to_string(g.threads) + " threads; algo 1 allows at most 256" + cfg();
+  if (g.accumulators > kMaxAccumulators)
+    return std::to_string(g.accumulators) + " accumulators per thread (warp tile " + std::to_string(g.warp_m) +
+           " x " + std::to_string(g.warp_n) + "); at most " + std::to_string(kMaxAccumulators) + cfg();
+  if (g.register_estimate > kMaxRegisters)
+    return "needs about " + std::to_string(g.register_estimate) + " registers per thread; at most " +
+           std::to_string(kMaxRegisters) + cfg();
+  if (g.shared_bytes > device.max_shared_per_block_optin)
+    return "needs " + std::to_string(g.shared_bytes) + " bytes of shared memory; the device allows " +
+           std::to_string(device.max_shared_per_block_optin) + " per block" + cfg();
+  // Tiles more than twice the problem leave most of the block idle.
+  if (c.at("tile_n") > 16 && c.at("tile_n") >= 2 * s.k)
+    return "tile_n " + std::to_string(c.at("tile_n")) + " is at least twice K = " + std::to_string(s.k) +
+           ": more than half of the block's channels would idle" + cfg();
+  if (c.at("tile_m") > 32 && c.at("tile_m") >= 2 * g.m_total)
+    return "tile_m " + std::to_string(c.at("tile_m")) + " is at least twice the " + std::to_string(g.m_total) +
+           " output pixels" + cfg();
+  if (c.at("tile_k") > 16 && c.at("tile_k") >= 2 * s.c * s.r * s.s)
+    return "tile_k " + std::to_string(c.at("tile_k")) + " is at least twice C * R * S = " +
+           std::to_string(s.c * s.r * s.s) + cfg();
+  return {};
+}
+
+std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c) {
+  // Short reductions stage 16 at a time; longer ones 32 or 64 (fewer barriers per MMA).
+  const std::int64_t crs = p.shape().c * p.shape().r * p.shape().s;
+  if (c.at("tile_k") == 16 && crs > 64)
+    return "tile_k 16 for C * R * S = " + std::to_string(crs) + " (tuned: 32 or 64 above 64)";
+  // Warp tiles of 32 x 16 to 64 x 64: smaller ones reload the fragments for too few MMAs, larger ones cap
+  // the blocks per SM; at most 8 warps.
+  const std::int64_t wm = c.at("tile_m") / c.at("warps_m"), wn = c.at("tile_n") / c.at("warps_n");
+  const std::int64_t warps = c.at("warps_m") * c.at("warps_n");
+  if (wm < 32 || wm > 64 || wn < 16 || wn > 64)
+    return "warp tile " + std::to_string(wm) + " x " + std::to_string(wn) +
+           " (tuned: 32 to 64 pixels x 16 to 64 channels)";
+  if (warps > 8) return std::to_string(warps) + " warps per block (tuned: at most 8)";
+  return {};
+}
+
+bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device) {
+  const auto& s = p.shape();
+  // Measured on the H100 (bench/RESULTS.md): C = K = 64 3x3 runs 1.5x faster on tensor cores than the direct
+  // kernel, C = K = 16 three times slower.
+  return (p.dtype() == DType::kFloat16 || p.dtype() == DType::kBFloat16) && device.cc() >= 80 &&
+         s.c * s.r * s.s >= 256 && s.k >= 32;
+}
+
+Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
+  const auto& s = p.shape();
+  const std::int64_t m_total = s.n * p.p() * p.q();
+  const std::int64_t tn = s.k >= 128 ? 128 : s.k >= 64 ? 64 : s.k > 16 ? 32 : 16;
+  // The largest pixel tile (up to 128) that still gives every SM a block: on the H100 fewer, fuller tiles beat
+  // two waves of small ones (bench/experiments/conv_algos.py).
+  std::int64_t tm = 128;
+  while (tm > 32 && ceil_div(m_total, tm) * ceil_div(s.k, tn) < device.sm_count) tm /= 2;
+  const std::int64_t tk = s.c * s.r * s.s >= 256 ? 64 : s.c * s.r * s.s >= 64 ? 32 : 16;
+  // Up to 8 warps: four along the channels from 128 (two where 128 pixels share 64 channels), the rest along the
+  // pixels in 32s.
+  const std::int64_t wn = tn >= 128 ? 4 : tn >= 64 ? (tm >= 128 ? 2 : 4) : 1;
+  const std::int64_t wm = std::min<std::int64_t>(8 / wn, tm / 32);
+  const Config c{{"algo", 1}, {"tile_m", tm}, {"tile_n", tn}, {"tile_k", tk}, {"warps_m", wm}, {"warps_n", wn}};
+  return complete_config(c);
+}
+
+KernelSource igemm_source(const ConvProblem& p, const Config& config) {
+  const auto& s = p.shape();
+  std::string name = "jitune::conv::conv2d_igemm<" + std::string(dtype_cuda_type(p.dtype()));
+  for (std::int64_t v : {s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
+                         config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
+                         std::int64_t{s.bias ? 1 : 0}})
+    name += ", " + std::to_string(v);
+  name += ">";
+  return {"#include \"conv2d/conv2d.cuh\"\n", std::move(name)};
+}
+
+LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config) {
+  const IgemmGeometry g = igemm_geometry(p, config);
+  LaunchShape shape;
+  shape.grid.x = static_cast<unsigned>(g.grid_m);
+  shape.grid.y = static_cast<unsigned>(g.grid_n);
+  shape.block.x = static_cast<unsigned>(g.threads);
+  shape.shared_bytes = static_cast<unsigned>(g.shared_bytes);
+  return shape;
+}
+
+}  // namespace jitune::templates::conv2d::detail

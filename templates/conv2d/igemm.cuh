@@ -1,0 +1,270 @@
+// Implicit-GEMM NCHW convolution on tensor cores (conv2d algo 1): float16 / bfloat16 storage, float
+// accumulation, mma.sync m16n8k16 (sm_80+), PyTorch conv2d semantics (stride, zero padding, dilation, bias).
+//
+// The convolution as a GEMM: rows m = (n, oy, ox) are output pixels (M = N * P * Q), columns are output
+// channels k (K), and the reduction runs over kk = (c, r, s) (C * R * S), the weights' own order, so a filter
+// row w[k][0..CRS) is one contiguous GEMM column. A block computes a kTileM x kTileN tile of the output;
+// its warps a kWarpsM x kWarpsN grid of (kTileM / kWarpsM) x (kTileN / kWarpsN) warp tiles. The reduction is
+// consumed kTileK at a time: the input patch (im2col, never materialised: each element is gathered from x
+// with its padding predicate) and the filter slice are staged in shared memory as [row][kk] with 8 halves of
+// padding per row (ldmatrix reads without bank conflicts), double buffered through registers so the next
+// slice's global loads are in flight while this one is multiplied. Weights are read as 16-byte vectors where
+// C * R * S is a multiple of 8 and the pointer is aligned, element by element elsewhere. The epilogue adds the
+// bias in float, converts, stages the tile in shared memory as [k][m] and writes rows of consecutive pixels:
+// 16-byte stores where P * Q is a multiple of 8 and y is aligned, coalesced element stores elsewhere.
+#pragma once
+
+#include "common/types.cuh"
+
+namespace jitune {
+namespace conv {
+
+/// Shared-memory layout of conv2d_igemm, mirrored by the host's igemm_geometry in launch.cpp.
+template <int kTileM, int kTileN, int kTileK>
+struct IgemmGeometry {
+  static constexpr int kPitch = kTileK + 8;                             // halves per staged row
+  static constexpr int kStage = (kTileM + kTileN) * kPitch;             // halves per buffer (A then B)
+  static constexpr int kOutPitch = kTileM + 8;                          // halves per staged output row
+  static constexpr int kMainBytes = 2 * kStage * 2;                     // two buffers
+  static constexpr int kOutBytes = kTileN * kOutPitch * 2;
+  static constexpr int kTableBytes = 2 * kTileK * 16;                  // two stages' reduction tables
+  static constexpr int kBytes = (kMainBytes > kOutBytes ? kMainBytes : kOutBytes) + kTableBytes;
+};
+
+template <class T>
+struct MmaType;
+template <>
+struct MmaType<__half> {
+  __device__ static __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct MmaType<__nv_bfloat16> {
+  __device__ static __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+/// Four 8x8 b16 matrices from shared memory; lane l supplies the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// Tunables (host names in brackets): kTileM [tile_m] output pixels and kTileN [tile_n] output channels per
+// block, kTileK [tile_k] reduction elements per stage, kWarpsM x kWarpsN [warps_m, warps_n] warps per block.
+// Problem constants: kC, kK channels, kR x kS filter, strides, dilations; kBias adds bias[k].
+template <class T, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW, int kTileM,
+          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kBias>
+__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN) conv2d_igemm(Args<T> a) {
+  static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
+  using G = IgemmGeometry<kTileM, kTileN, kTileK>;
+  constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  constexpr int kWarpM = kTileM / kWarpsM, kWarpN = kTileN / kWarpsN;
+  static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are multiples of 16 x 16");
+  static_assert(kTileK % 16 == 0, "tile_k is a multiple of 16");
+  constexpr int kMI = kWarpM / 16, kNI = kWarpN / 8;
+  constexpr int kRS = kR * kS, kCRS = kC * kRS;
+  constexpr int kKTiles = (kCRS + kTileK - 1) / kTileK;
+  constexpr int kChunksPerRow = kTileK / 8;  // 8-element chunks of a staged row
+  constexpr int kAChunks = kTileM * kChunksPerRow, kBChunks = kTileN * kChunksPerRow;
+  constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads, kBPer = (kBChunks + kThreads - 1) / kThreads;
+  constexpr bool kWeightVectors = kCRS % 8 == 0;
+
+  extern __shared__ float4 shared_raw[];
+  T* const smem = reinterpret_cast<T*>(shared_raw);
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
+  const int pq = a.p * a.q;
+  const int m_total = a.n * pq;
+  const int m0 = blockIdx.x * kTileM, k0 = blockIdx.y * kTileN;
+  const long long plane = static_cast<long long>(a.h) * a.w;
+
+  // The pixels this thread gathers: chunk i covers row (tid + i * kThreads) % kTileM of the A tile. Rows past
+  // the output get a top row no filter tap reaches (the host keeps H, W and padding below 2^29).
+  const T* x_img[kAPer];
+  int iy_base[kAPer], ix_base[kAPer], rel[kAPer];
+#pragma unroll
+  for (int i = 0; i < kAPer; ++i) {
+    const int m = m0 + (tid + i * kThreads) % kTileM;
+    const bool valid = (kAChunks % kThreads == 0 || tid + i * kThreads < kAChunks) && m < m_total;
+    const int img = valid ? m / pq : 0, rem = valid ? m - img * pq : 0;
+    const int oy = rem / a.q, ox = rem - oy * a.q;
+    x_img[i] = a.x + static_cast<long long>(img) * kC * plane;
+    iy_base[i] = valid ? oy * kStrideH - a.pad_h : -(1 << 30);
+    ix_base[i] = ox * kStrideW - a.pad_w;
+    rel[i] = iy_base[i] * a.w + ix_base[i];  // wraps for invalid rows, which never load
+  }
+  const bool weights_aligned = (reinterpret_cast<unsigned long long>(a.wt) & 15) == 0;
+
+  // The reduction table of a stage, double buffered: for each kk = (c, r, s) of the stage, the element offset
+  // c * H * W + r * dil_h * W + s * dil_w from a pixel's top-left tap and the tap's row / column offsets (one
+  // image is below 2^31 elements: the host checks). Entries past C * R * S get a row offset no pixel reaches.
+  int4* const table = reinterpret_cast<int4*>(smem + 2 * G::kStage);
+  auto fill_table = [&](int kt) {
+#pragma unroll
+    for (int j = tid; j < kTileK; j += kThreads) {  // one warp may fill 64 entries
+      const int kk = kt * kTileK + j;
+      const int c = kk / kRS, rs = kk - c * kRS, r = rs / kS, s = rs - r * kS;
+      const int dy = r * kDilH, dx = s * kDilW;
+      table[(kt & 1) * kTileK + j] =
+          kk < kCRS ? make_int4(c * static_cast<int>(plane) + dy * a.w + dx, dy, dx, 0) : make_int4(0, -(1 << 30), 0, 0);
+    }
+  };
+
+  using Chunk = Pack<T, 8>;
+  Chunk a_reg[kAPer], b_reg[kBPer];
+  auto load_tile = [&](int kt) {
+    const int4* const tab = table + (kt & 1) * kTileK;
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i) {
+      const int col = ((tid + i * kThreads) / kTileM) * 8;
+      if (kAChunks % kThreads != 0 && tid + i * kThreads >= kAChunks) continue;  // no chunk (nor table entry)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int4 t = tab[col + e];
+        const int iy = iy_base[i] + t.y, ix = ix_base[i] + t.z;
+        T v = from_float<T>(0.f);
+        if (static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) && static_cast<unsigned>(ix) < static_cast<unsigned>(a.w))
+          v = x_img[i][rel[i] + t.x];
+        a_reg[i].v[e] = v;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBPer; ++i) {
+      const int idx = tid + i * kThreads;
+      const int row = idx / kChunksPerRow, kk0 = kt * kTileK + (idx - row * kChunksPerRow) * 8;
+      const int k = k0 + row;
+      const bool live = (kBChunks % kThreads == 0 || idx < kBChunks) && (kK % kTileN == 0 || k < kK);
+      const T* src = a.wt + static_cast<long long>(k) * kCRS + kk0;
+      if (kWeightVectors && weights_aligned) {
+        if (live && (kCRS % kTileK == 0 || kk0 < kCRS)) {
+          b_reg[i] = *reinterpret_cast<const Chunk*>(src);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) b_reg[i].v[e] = from_float<T>(0.f);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          b_reg[i].v[e] = live && kk0 + e < kCRS ? src[e] : from_float<T>(0.f);
+      }
+    }
+  };
+  auto store_tile = [&](int buf) {
+    T* const s_a = smem + buf * G::kStage;
+    T* const s_b = s_a + kTileM * G::kPitch;
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i) {
+      const int idx = tid + i * kThreads;
+      if (kAChunks % kThreads == 0 || idx < kAChunks)
+        *reinterpret_cast<Chunk*>(s_a + (idx % kTileM) * G::kPitch + (idx / kTileM) * 8) = a_reg[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kBPer; ++i) {
+      const int idx = tid + i * kThreads;
+      if (kBChunks % kThreads == 0 || idx < kBChunks) {
+        const int row = idx / kChunksPerRow;
+        *reinterpret_cast<Chunk*>(s_b + row * G::kPitch + (idx - row * kChunksPerRow) * 8) = b_reg[i];
+      }
+    }
+  };
+
+  float acc[kMI][kNI][4];
+#pragma unroll
+  for (int i = 0; i < kMI; ++i)
+#pragma unroll
+    for (int j = 0; j < kNI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  fill_table(0);
+  if (kKTiles > 1) fill_table(1);
+  __syncthreads();
+  load_tile(0);
+  store_tile(0);
+  __syncthreads();
+#pragma unroll 1
+  for (int kt = 0; kt < kKTiles; ++kt) {
+    if (kt + 1 < kKTiles) load_tile(kt + 1);
+    // Stage kt + 2's table goes where stage kt's was (read by load_tile(kt), before the last barrier).
+    if (kt + 2 < kKTiles) fill_table(kt + 2);
+    const T* const s_a = smem + (kt & 1) * G::kStage;
+    const T* const s_b = s_a + kTileM * G::kPitch;
+#pragma unroll
+    for (int ks = 0; ks < kTileK; ks += 16) {
+      unsigned af[kMI][4], bf[kNI / 2][4];
+#pragma unroll
+      for (int i = 0; i < kMI; ++i)
+        ldmatrix_x4(af[i], s_a + (warp_m * kWarpM + i * 16 + lane % 16) * G::kPitch + ks + (lane / 16) * 8);
+#pragma unroll
+      for (int j = 0; j < kNI / 2; ++j)
+        ldmatrix_x4(bf[j], s_b + (warp_n * kWarpN + j * 16 + (lane / 16) * 8 + lane % 8) * G::kPitch + ks +
+                               ((lane / 8) % 2) * 8);
+#pragma unroll
+      for (int i = 0; i < kMI; ++i)
+#pragma unroll
+        for (int j = 0; j < kNI; ++j)
+          MmaType<T>::mma(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
+    }
+    if (kt + 1 < kKTiles) store_tile((kt + 1) & 1);  // the other buffer: last read before the previous barrier
+    __syncthreads();
+  }
+
+  // Epilogue: accumulators (+ bias) -> shared [k][m] as T (the last barrier freed the staging buffers).
+  T* const s_out = smem;
+  const int gid = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int j = 0; j < kNI; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = warp_n * kWarpN + j * 8 + tig * 2 + e;
+      float b = 0.f;
+      if (kBias && (kK % kTileN == 0 || k0 + col < kK)) b = to_float(a.bias[k0 + col]);
+#pragma unroll
+      for (int i = 0; i < kMI; ++i) {
+        const int row = warp_m * kWarpM + i * 16 + gid;
+        s_out[col * G::kOutPitch + row] = from_float<T>(acc[i][j][e] + b);
+        s_out[col * G::kOutPitch + row + 8] = from_float<T>(acc[i][j][e + 2] + b);
+      }
+    }
+  __syncthreads();
+  // Each output channel's pixels are consecutive in y within an image: y[(img * K + k) * PQ + pq].
+  const bool vectors = pq % 8 == 0 && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
+  if (vectors) {
+    constexpr int kRowChunks = kTileM / 8;
+#pragma unroll 4
+    for (int idx = tid; idx < kTileN * kRowChunks; idx += kThreads) {
+      const int col = idx / kRowChunks, mm = (idx - col * kRowChunks) * 8;
+      const int k = k0 + col, m = m0 + mm;
+      if ((kK % kTileN != 0 && k >= kK) || m >= m_total) continue;
+      const int img = m / pq;
+      *reinterpret_cast<Chunk*>(a.y + (static_cast<long long>(img) * kK + k) * pq + (m - img * pq)) =
+          *reinterpret_cast<const Chunk*>(s_out + col * G::kOutPitch + mm);
+    }
+  } else {
+#pragma unroll 4
+    for (int idx = tid; idx < kTileN * kTileM; idx += kThreads) {
+      const int col = idx / kTileM, mm = idx - col * kTileM;
+      const int k = k0 + col, m = m0 + mm;
+      if ((kK % kTileN != 0 && k >= kK) || m >= m_total) continue;
+      const int img = m / pq;
+      a.y[(static_cast<long long>(img) * kK + k) * pq + (m - img * pq)] = s_out[col * G::kOutPitch + mm];
+    }
+  }
+}
+
+}  // namespace conv
+}  // namespace jitune
