@@ -43,6 +43,11 @@ class ConvFamily final : public Family {
              "algo", 1},
             {"warps_m", {1, 2, 4}, "implicit GEMM: warps along the pixels (warp tile tile_m / warps_m)", "algo", 1},
             {"warps_n", {1, 2, 4}, "implicit GEMM: warps along the channels (warp tile tile_n / warps_n)", "algo", 1},
+            {"min_blocks",
+             {1, 2},
+             "implicit GEMM: blocks per SM the register allocation must allow (2: at most 32768 / threads registers)",
+             "algo",
+             1},
         }) {}
 
   std::string_view name() const override { return "conv2d"; }

@@ -50,11 +50,12 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& config);
 /// What the implicit-GEMM kernel cannot run (dtype, architecture, 32-bit indexing, warp tiles, threads,
 /// registers, shared memory, tiles mostly idle), empty if it can.
 std::string igemm_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
-/// The implicit-GEMM configs worth timing: warp tiles of 32-64 x 16-64, at most 8 warps.
+/// The implicit-GEMM configs worth timing: warp tiles of 32-64 x 16-32, at most 8 warps, min_blocks 2 only
+/// where it lowers the register cap, tile_k 16 only for short reductions.
 std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& config);
 /// Whether the untuned default runs on tensor cores (float16 / bfloat16 on sm_80+, C * R * S >= 256, K >= 32).
 bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device);
-/// The implicit-GEMM default: channel tile from K, the largest pixel tile that gives every SM a block.
+/// The implicit-GEMM default: the H100's usual picks by K and the number of output pixels.
 Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device);
 KernelSource igemm_source(const ConvProblem& p, const Config& config);
 LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config);

@@ -71,6 +71,9 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
   if (g.register_estimate > kMaxRegisters)
     return "needs about " + std::to_string(g.register_estimate) + " registers per thread; at most " +
            std::to_string(kMaxRegisters) + cfg();
+  if (c.at("min_blocks") * (g.shared_bytes + 1024) > device.max_shared_per_sm)
+    return std::to_string(c.at("min_blocks")) + " blocks of " + std::to_string(g.shared_bytes) +
+           " bytes of shared memory do not fit one SM (" + std::to_string(device.max_shared_per_sm) + ")" + cfg();
   if (g.shared_bytes > device.max_shared_per_block_optin)
     return "needs " + std::to_string(g.shared_bytes) + " bytes of shared memory; the device allows " +
            std::to_string(device.max_shared_per_block_optin) + " per block" + cfg();
@@ -92,14 +95,16 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c) {
   const std::int64_t crs = p.shape().c * p.shape().r * p.shape().s;
   if (c.at("tile_k") == 16 && crs > 64)
     return "tile_k 16 for C * R * S = " + std::to_string(crs) + " (tuned: 32 or 64 above 64)";
-  // Warp tiles of 32 x 16 to 64 x 64: smaller ones reload the fragments for too few MMAs, larger ones cap
-  // the blocks per SM; at most 8 warps.
+  // Warp tiles of 32 x 16 to 64 x 32: smaller ones reload the fragments for too few MMAs, larger ones cap
+  // the blocks per SM (64 channels a warp never won on the H100); at most 8 warps.
   const std::int64_t wm = c.at("tile_m") / c.at("warps_m"), wn = c.at("tile_n") / c.at("warps_n");
   const std::int64_t warps = c.at("warps_m") * c.at("warps_n");
-  if (wm < 32 || wm > 64 || wn < 16 || wn > 64)
+  if (wm < 32 || wm > 64 || wn < 16 || wn > 32)
     return "warp tile " + std::to_string(wm) + " x " + std::to_string(wn) +
-           " (tuned: 32 to 64 pixels x 16 to 64 channels)";
+           " (tuned: 32 to 64 pixels x 16 to 32 channels)";
   if (warps > 8) return std::to_string(warps) + " warps per block (tuned: at most 8)";
+  if (c.at("min_blocks") == 2 && 32 * warps * 2 * 255 <= 65536)
+    return "min_blocks 2 with " + std::to_string(32 * warps) + " threads: the register cap stays 255";
   return {};
 }
 
@@ -114,17 +119,20 @@ bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device) {
 Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
   const std::int64_t m_total = s.n * p.p() * p.q();
-  const std::int64_t tn = s.k >= 128 ? 128 : s.k >= 64 ? 64 : s.k > 16 ? 32 : 16;
-  // The largest pixel tile (up to 128) that still gives every SM a block: on the H100 fewer, fuller tiles beat
-  // two waves of small ones (bench/experiments/conv_algos.py).
-  std::int64_t tm = 128;
-  while (tm > 32 && ceil_div(m_total, tm) * ceil_div(s.k, tn) < device.sm_count) tm /= 2;
+  // From the H100's tuned picks (bench/experiments/conv_algos.py): 64 x 128 tiles of eight 32 x 32 warps, two
+  // blocks per SM, where K reaches 128; 128 x 64 tiles of four 64 x 32 warps where it reaches 64; 32-pixel
+  // tiles of four warps where the problem has too few pixels to give every SM a block.
+  std::int64_t tn = s.k >= 128 ? 128 : s.k >= 64 ? 64 : s.k > 16 ? 32 : 16;
+  auto blocks = [&](std::int64_t tm, std::int64_t n) { return ceil_div(m_total, tm) * ceil_div(s.k, n); };
+  if (tn == 128 && blocks(32, tn) < device.sm_count) tn = 64;
+  std::int64_t tm = tn == 128 ? 64 : 128;
+  while (tm > 32 && blocks(tm, tn) < device.sm_count) tm /= 2;
   const std::int64_t tk = s.c * s.r * s.s >= 256 ? 64 : s.c * s.r * s.s >= 64 ? 32 : 16;
-  // Up to 8 warps: four along the channels from 128 (two where 128 pixels share 64 channels), the rest along the
-  // pixels in 32s.
-  const std::int64_t wn = tn >= 128 ? 4 : tn >= 64 ? (tm >= 128 ? 2 : 4) : 1;
-  const std::int64_t wm = std::min<std::int64_t>(8 / wn, tm / 32);
-  const Config c{{"algo", 1}, {"tile_m", tm}, {"tile_n", tn}, {"tile_k", tk}, {"warps_m", wm}, {"warps_n", wn}};
+  const std::int64_t wm = tm == 32 ? 1 : 2;
+  const std::int64_t wn = tm == 32 ? std::min<std::int64_t>(4, tn / 16) : std::max<std::int64_t>(1, tn / 32);
+  const Config c{{"algo", 1},     {"tile_m", tm},  {"tile_n", tn},
+                 {"tile_k", tk},  {"warps_m", wm}, {"warps_n", wn},
+                 {"min_blocks", wm * wn == 8 ? 2 : 1}};
   return complete_config(c);
 }
 
@@ -133,7 +141,7 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config) {
   std::string name = "jitune::conv::conv2d_igemm<" + std::string(dtype_cuda_type(p.dtype()));
   for (std::int64_t v : {s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
                          config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
-                         std::int64_t{s.bias ? 1 : 0}})
+                         config.at("min_blocks"), std::int64_t{s.bias ? 1 : 0}})
     name += ", " + std::to_string(v);
   name += ">";
   return {"#include \"conv2d/conv2d.cuh\"\n", std::move(name)};

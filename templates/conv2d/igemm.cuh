@@ -5,13 +5,16 @@
 // channels k (K), and the reduction runs over kk = (c, r, s) (C * R * S), the weights' own order, so a filter
 // row w[k][0..CRS) is one contiguous GEMM column. A block computes a kTileM x kTileN tile of the output;
 // its warps a kWarpsM x kWarpsN grid of (kTileM / kWarpsM) x (kTileN / kWarpsN) warp tiles. The reduction is
-// consumed kTileK at a time: the input patch (im2col, never materialised: each element is gathered from x
-// with its padding predicate) and the filter slice are staged in shared memory as [row][kk] with 8 halves of
-// padding per row (ldmatrix reads without bank conflicts), double buffered through registers so the next
-// slice's global loads are in flight while this one is multiplied. Weights are read as 16-byte vectors where
-// C * R * S is a multiple of 8 and the pointer is aligned, element by element elsewhere. The epilogue adds the
-// bias in float, converts, stages the tile in shared memory as [k][m] and writes rows of consecutive pixels:
-// 16-byte stores where P * Q is a multiple of 8 and y is aligned, coalesced element stores elsewhere.
+// consumed kTileK at a time: the input patch (im2col, never materialised) and the filter slice are staged in
+// shared memory as [row][kk] with 8 halves of padding per row (ldmatrix reads without bank conflicts), double
+// buffered through registers so the next slice's global loads are in flight while this one is multiplied.
+// NCHW puts a pixel's taps H * W apart, so the patch is gathered element by element: each thread keeps its
+// pixels' byte bases and reads the stage's (c, r, s) offsets and tap displacements from a small table in
+// shared memory (built one stage ahead), so an element costs a table read, two bounds checks and one load.
+// Weights are read as 16-byte vectors where C * R * S is a multiple of 8 and the pointer is aligned, element by
+// element elsewhere. The epilogue adds the bias in float, converts, stages the tile in shared memory as [k][m]
+// and writes rows of consecutive pixels: 16-byte stores where P * Q is a multiple of 8 and y is aligned,
+// coalesced element stores elsewhere.
 #pragma once
 
 #include "common/types.cuh"
@@ -63,11 +66,12 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared
 }
 
 // Tunables (host names in brackets): kTileM [tile_m] output pixels and kTileN [tile_n] output channels per
-// block, kTileK [tile_k] reduction elements per stage, kWarpsM x kWarpsN [warps_m, warps_n] warps per block.
+// block, kTileK [tile_k] reduction elements per stage, kWarpsM x kWarpsN [warps_m, warps_n] warps per block,
+// kMinBlocks [min_blocks] blocks per SM the registers must allow (__launch_bounds__; 2 caps 256 threads at 128).
 // Problem constants: kC, kK channels, kR x kS filter, strides, dilations; kBias adds bias[k].
 template <class T, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW, int kTileM,
-          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kBias>
-__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN) conv2d_igemm(Args<T> a) {
+          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kBias>
+__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_igemm(Args<T> a) {
   static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
   using G = IgemmGeometry<kTileM, kTileN, kTileK>;
   constexpr int kThreads = 32 * kWarpsM * kWarpsN;
@@ -94,18 +98,22 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN) conv2d_igemm(Args<T> a
 
   // The pixels this thread gathers: chunk i covers row (tid + i * kThreads) % kTileM of the A tile. Rows past
   // the output get a top row no filter tap reaches (the host keeps H, W and padding below 2^29).
-  const T* x_img[kAPer];
-  int iy_base[kAPer], ix_base[kAPer], rel[kAPer];
+  // base: the byte address of the pixel's tap (0, 0) of channel 0, possibly outside x (padding), only ever
+  // offset to taps inside it; one IMAD.WIDE per gathered element.
+  unsigned long long base[kAPer];
+  int iy_base[kAPer], ix_base[kAPer];
 #pragma unroll
   for (int i = 0; i < kAPer; ++i) {
     const int m = m0 + (tid + i * kThreads) % kTileM;
     const bool valid = (kAChunks % kThreads == 0 || tid + i * kThreads < kAChunks) && m < m_total;
     const int img = valid ? m / pq : 0, rem = valid ? m - img * pq : 0;
     const int oy = rem / a.q, ox = rem - oy * a.q;
-    x_img[i] = a.x + static_cast<long long>(img) * kC * plane;
     iy_base[i] = valid ? oy * kStrideH - a.pad_h : -(1 << 30);
     ix_base[i] = ox * kStrideW - a.pad_w;
-    rel[i] = iy_base[i] * a.w + ix_base[i];  // wraps for invalid rows, which never load
+    const long long rel = valid ? static_cast<long long>(iy_base[i]) * a.w + ix_base[i] : 0;
+    base[i] = reinterpret_cast<unsigned long long>(a.x) +
+              static_cast<unsigned long long>((static_cast<long long>(img) * kC * plane + rel) *
+                                              static_cast<long long>(sizeof(T)));
   }
   const bool weights_aligned = (reinterpret_cast<unsigned long long>(a.wt) & 15) == 0;
 
@@ -114,8 +122,11 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN) conv2d_igemm(Args<T> a
   // image is below 2^31 elements: the host checks). Entries past C * R * S get a row offset no pixel reaches.
   int4* const table = reinterpret_cast<int4*>(smem + 2 * G::kStage);
   auto fill_table = [&](int kt) {
+    constexpr int kEntries = (kTileK + kThreads - 1) / kThreads;  // one warp may fill 64 entries
 #pragma unroll
-    for (int j = tid; j < kTileK; j += kThreads) {  // one warp may fill 64 entries
+    for (int n = 0; n < kEntries; ++n) {
+      const int j = tid + n * kThreads;
+      if (j >= kTileK) break;
       const int kk = kt * kTileK + j;
       const int c = kk / kRS, rs = kk - c * kRS, r = rs / kS, s = rs - r * kS;
       const int dy = r * kDilH, dx = s * kDilW;
@@ -125,22 +136,24 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN) conv2d_igemm(Args<T> a
   };
 
   using Chunk = Pack<T, 8>;
-  Chunk a_reg[kAPer], b_reg[kBPer];
+  uint4 a_reg[kAPer], b_reg[kBPer];  // 8 elements each, two to a word
   auto load_tile = [&](int kt) {
     const int4* const tab = table + (kt & 1) * kTileK;
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
       const int col = ((tid + i * kThreads) / kTileM) * 8;
       if (kAChunks % kThreads != 0 && tid + i * kThreads >= kAChunks) continue;  // no chunk (nor table entry)
+      unsigned h[8];  // raw 16-bit elements, zero outside the input
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const int4 t = tab[col + e];
         const int iy = iy_base[i] + t.y, ix = ix_base[i] + t.z;
-        T v = from_float<T>(0.f);
+        h[e] = 0;
         if (static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) && static_cast<unsigned>(ix) < static_cast<unsigned>(a.w))
-          v = x_img[i][rel[i] + t.x];
-        a_reg[i].v[e] = v;
+          h[e] = __ldg(reinterpret_cast<const unsigned short*>(base[i] + static_cast<long long>(t.x) * 2));
       }
+      a_reg[i] = make_uint4(__byte_perm(h[0], h[1], 0x5410), __byte_perm(h[2], h[3], 0x5410),
+                            __byte_perm(h[4], h[5], 0x5410), __byte_perm(h[6], h[7], 0x5410));
     }
 #pragma unroll
     for (int i = 0; i < kBPer; ++i) {
@@ -150,16 +163,15 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN) conv2d_igemm(Args<T> a
       const bool live = (kBChunks % kThreads == 0 || idx < kBChunks) && (kK % kTileN == 0 || k < kK);
       const T* src = a.wt + static_cast<long long>(k) * kCRS + kk0;
       if (kWeightVectors && weights_aligned) {
-        if (live && (kCRS % kTileK == 0 || kk0 < kCRS)) {
-          b_reg[i] = *reinterpret_cast<const Chunk*>(src);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) b_reg[i].v[e] = from_float<T>(0.f);
-        }
+        b_reg[i] = live && (kCRS % kTileK == 0 || kk0 < kCRS) ? __ldg(reinterpret_cast<const uint4*>(src))
+                                                              : make_uint4(0, 0, 0, 0);
       } else {
+        unsigned h[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e)
-          b_reg[i].v[e] = live && kk0 + e < kCRS ? src[e] : from_float<T>(0.f);
+          h[e] = live && kk0 + e < kCRS ? __ldg(reinterpret_cast<const unsigned short*>(src) + e) : 0u;
+        b_reg[i] = make_uint4(__byte_perm(h[0], h[1], 0x5410), __byte_perm(h[2], h[3], 0x5410),
+                              __byte_perm(h[4], h[5], 0x5410), __byte_perm(h[6], h[7], 0x5410));
       }
     }
   };
@@ -170,14 +182,14 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN) conv2d_igemm(Args<T> a
     for (int i = 0; i < kAPer; ++i) {
       const int idx = tid + i * kThreads;
       if (kAChunks % kThreads == 0 || idx < kAChunks)
-        *reinterpret_cast<Chunk*>(s_a + (idx % kTileM) * G::kPitch + (idx / kTileM) * 8) = a_reg[i];
+        *reinterpret_cast<uint4*>(s_a + (idx % kTileM) * G::kPitch + (idx / kTileM) * 8) = a_reg[i];
     }
 #pragma unroll
     for (int i = 0; i < kBPer; ++i) {
       const int idx = tid + i * kThreads;
       if (kBChunks % kThreads == 0 || idx < kBChunks) {
         const int row = idx / kChunksPerRow;
-        *reinterpret_cast<Chunk*>(s_b + row * G::kPitch + (idx - row * kChunksPerRow) * 8) = b_reg[i];
+        *reinterpret_cast<uint4*>(s_b + row * G::kPitch + (idx - row * kChunksPerRow) * 8) = b_reg[i];
       }
     }
   };
