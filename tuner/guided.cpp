@@ -56,12 +56,12 @@ std::vector<Config> neighbours_at(const Space& space, const Config& center, std:
     if (pos >= step) {
       Config c = center;
       c.set(p.name, p.values[pos - step]);
-      out.push_back(space.canonical(std::move(c)));
+      if (Config k = space.canonical(std::move(c)); k != center) out.push_back(std::move(k));
     }
     if (pos + step < p.values.size()) {
       Config c = center;
       c.set(p.name, p.values[pos + step]);
-      out.push_back(space.canonical(std::move(c)));
+      if (Config k = space.canonical(std::move(c)); k != center) out.push_back(std::move(k));
     }
   }
   return out;
@@ -89,7 +89,7 @@ std::vector<Config> pair_neighbours(const Space& space, const Config& center) {
           Config c = center;
           c.set(params[i].name, params[i].values[static_cast<std::size_t>(pos[i] + di)]);
           c.set(params[j].name, params[j].values[static_cast<std::size_t>(pos[j] + dj)]);
-          out.push_back(space.canonical(std::move(c)));
+          if (Config k = space.canonical(std::move(c)); k != center) out.push_back(std::move(k));
         }
   return out;
 }

@@ -41,7 +41,8 @@ std::vector<Seed> rank_seeds(const std::vector<cache::Record>& records, const st
 /// The configs of `space` that differ from `center` in exactly one parameter, by exactly `step` positions in that
 /// parameter's value list (step 1: the adjacent candidate values). Parameters in space order, the smaller position
 /// before the larger. A parameter whose value in `center` is not one of its candidates has no neighbours. A move of
-/// the parameter a condition names puts the parameters it governs at their first values (Space::canonical).
+/// the parameter a condition names puts the parameters it governs at their first values (Space::canonical); a move
+/// of an inactive parameter, which lands back on `center`, is no neighbour.
 std::vector<Config> neighbours_at(const Space& space, const Config& center, std::size_t step);
 
 /// The configs of `space` that differ from `center` in exactly two parameters, each by one position: pairs of

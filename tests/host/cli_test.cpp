@@ -102,10 +102,14 @@ TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shi
     CHECK(j["device"].get<std::string>().find(device) == 0);
     for (const auto& c : j["cases"]) {
       INFO(c["case"].get<std::string>());
-      CHECK(c["level"] == "exact");  // each shipped file covers the default suite on its device
+      // Each shipped file covers the default suite on its device, except the H200's conv2d cases: the
+      // implicit-GEMM template (issue 18) was tuned on an H100 only, whose records the H200 (sm_90, 132 SMs)
+      // uses as its same-architecture fallback until it is tuned on one.
+      const bool h200_conv = device == "NVIDIA H200" && c["family"] == "conv2d";
+      CHECK(c["level"] == (h200_conv ? "same_architecture" : "exact"));
+      shipped_records += c["level"] == "exact";
     }
     CHECK(j["cases"].size() > 90);
-    shipped_records += j["cases"].size();
   }
   Result one = run(fresh + " explain --device-name 'NVIDIA H100 80GB HBM3' permute --dtype float32 --shape 8192x8192 "
                    "--perm 1,0");

@@ -62,6 +62,15 @@ double positions_apart(const Space& space, const Config& a, const Config& b) {
 
 }  // namespace
 
+TEST_CASE("neighbours in a space with conditional parameters stay inside it") {
+  // conv2d's shape: algo 0 tunes `a`, algo 1 tunes `t`; moving algo resets the other variant's knob.
+  const Space space({{"algo", {0, 1}, ""}, {"a", {1, 2, 3}, "", "algo", 0}, {"t", {8, 16}, "", "algo", 1}});
+  const Config direct{{"algo", 0}, {"a", 3}, {"t", 8}};
+  CHECK(texts(neighbours_at(space, direct, 1)) == std::vector<std::string>{"a=1,algo=1,t=8", "a=2,algo=0,t=8"});
+  for (const Config& c : neighbours_at(space, direct, 1)) CHECK(space.contains(c));
+  for (const Config& c : pair_neighbours(space, Config{{"algo", 1}, {"a", 1}, {"t", 8}})) CHECK(space.contains(c));
+}
+
 TEST_CASE("neighbours_at: one parameter moved by exactly `step` positions, in space order, smaller first") {
   const Space space = small_space();
   CHECK(texts(neighbours_at(space, cfg(128, 4, 1), 1)) ==

@@ -1,4 +1,5 @@
-// jitune::conv2d: direct NCHW convolution (stride, zero padding, dilation, optional bias) behind one call.
+// jitune::conv2d: NCHW convolution (stride, zero padding, dilation, optional bias) behind one call: the direct
+// kernel, or for float16 / bfloat16 on sm_80+ the tensor-core implicit GEMM, whichever is tuned (or the default).
 #pragma once
 
 #include <array>
