@@ -1,5 +1,5 @@
-// Conv2d bench cases (bench-cases.md): the seed article's case and the small-channel rows, float32 and
-// float16. Each verifies the tuned and the heuristic-default runtime against the CPU reference through
+// Conv2d bench cases (bench-cases.md and issue 18): the seed article's case and the small-channel rows, float32
+// and float16, then float16 network layers, three of them channels last. Each verifies the tuned and the heuristic-default runtime against the CPU reference through
 // jitune::conv2d, then times both alternately; GFLOP/s are 2 * N * K * P * Q * C * R * S over the time.
 #include "bench/bench_case.hpp"
 #include "templates/conv2d/conv2d.hpp"
@@ -26,6 +26,7 @@ nlohmann::json run_conv2d(Context& ctx, const std::string& signature) {
   params.stride = {s.stride_h, s.stride_w};
   params.padding = {s.pad_h, s.pad_w};
   params.dilation = {s.dilation_h, s.dilation_w};
+  params.layout = s.layout;
   driver::StreamHandle stream;
   const auto st = reinterpret_cast<Stream>(stream.get());
   nlohmann::json row;

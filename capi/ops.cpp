@@ -62,6 +62,7 @@ Conv2dParams conv2d_arg(const jitune_conv2d_params* in, const char* fn) {
   std::copy_n(c.stride, 2, p.stride.begin());
   std::copy_n(c.padding, 2, p.padding.begin());
   std::copy_n(c.dilation, 2, p.dilation.begin());
+  p.layout = static_cast<ImageLayout>(enum_arg(c.layout, 2, "jitune_image_layout", fn, "params->layout"));
   return p;
 }
 

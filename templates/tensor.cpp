@@ -20,6 +20,10 @@ std::size_t dtype_size(DType dtype) noexcept {
   return 0;
 }
 
+std::string_view image_layout_name(ImageLayout layout) noexcept {
+  return layout == ImageLayout::kNHWC ? "nhwc" : "nchw";
+}
+
 std::string_view dtype_name(DType dtype) noexcept {
   switch (dtype) {
     case DType::kFloat32: return "float32";

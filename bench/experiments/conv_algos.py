@@ -4,7 +4,7 @@ implicit-GEMM candidates, each verified against the CPU reference) and cuDNN (to
 the same call. Prints per shape: best direct, best implicit GEMM, the untuned default, cuDNN, TFLOP/s.
 
 usage: python3 bench/experiments/conv_algos.py [--build build] [--only TEXT] [--out FILE.json]
-Shapes: N,C,H,W,K,R,stride,pad,dtype.
+Shapes: N,C,H,W,K,R,stride,pad,dtype[,layout].
 """
 import argparse
 import json
@@ -25,25 +25,31 @@ SHAPES = [
     (1, 320, 64, 64, 320, 3, 1, 1, "float16"),   # UNet
     (1, 16, 512, 512, 16, 3, 1, 0, "float16"),   # the suite's C16 row
     (32, 64, 56, 56, 64, 3, 1, 1, "bfloat16"),
+    (32, 64, 56, 56, 64, 3, 1, 1, "float16", "nhwc"),    # channels last
+    (32, 256, 14, 14, 256, 3, 1, 1, "float16", "nhwc"),
+    (32, 512, 7, 7, 512, 3, 1, 1, "float16", "nhwc"),
+    (1, 320, 64, 64, 320, 3, 1, 1, "float16", "nhwc"),
 ]
 
 
 def name(s):
-    n, c, h, w, k, r, st, pad, dt = s
-    return f"{dt} N{n}C{c}H{h}W{w}K{k}R{r}" + (f"S{st}" if st > 1 else "") + (f"P{pad}" if pad else "")
+    n, c, h, w, k, r, st, pad, dt = s[:9]
+    return (f"{dt} N{n}C{c}H{h}W{w}K{k}R{r}" + (f"S{st}" if st > 1 else "") + (f"P{pad}" if pad else "")
+            + ("_nhwc" if s[9:] == ("nhwc",) else ""))
 
 
 def flops(s):
-    n, c, h, w, k, r, st, pad, dt = s
+    n, c, h, w, k, r, st, pad, dt = s[:9]
     p = (h + 2 * pad - r) // st + 1
     q = (w + 2 * pad - r) // st + 1
     return 2 * n * k * p * q * c * r * r
 
 
 def tune(build, s):
-    n, c, h, w, k, r, st, pad, dt = s
+    n, c, h, w, k, r, st, pad, dt = s[:9]
     cmd = [f"{build}/jitune", "--json", "tune", "conv2d", "--dtype", dt, "--n", str(n), "--c", str(c), "--h", str(h),
-           "--w", str(w), "--k", str(k), "--r", str(r), "--stride", str(st), "--padding", str(pad), "--no-store"]
+           "--w", str(w), "--k", str(k), "--r", str(r), "--stride", str(st), "--padding", str(pad), "--no-store",
+           "--layout", s[9] if len(s) > 9 else "nchw"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         print(out.stderr[-2000:], file=sys.stderr)
@@ -69,10 +75,12 @@ def cudnn(s):
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    n, c, h, w, k, r, st, pad, dt = s
+    n, c, h, w, k, r, st, pad, dt = s[:9]
     dtype = getattr(torch, dt)
     x = (torch.rand(n, c, h, w, device="cuda") + 0.5).to(dtype)
     wt = (torch.rand(k, c, r, r, device="cuda") - 0.5).to(dtype)
+    if s[9:] == ("nhwc",):
+        x, wt = x.contiguous(memory_format=torch.channels_last), wt.contiguous(memory_format=torch.channels_last)
     run = lambda: F.conv2d(x, wt, stride=st, padding=pad)
     for _ in range(10):
         run()

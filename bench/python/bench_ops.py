@@ -177,12 +177,17 @@ def scatter_add_cases():
 def conv2d_cases():
     rows = [(dtype, row) for dtype in ("float32", "float16") for row in peer_conv.ROWS]
     rows += [("float16", row) for row in peer_conv.NETWORK_ROWS]
-    for dtype, (n, c, h, w, k, r, st, pad) in rows:
+    rows = [(dtype, row, False) for dtype, row in rows]
+    rows += [("float16", row, True) for row in peer_conv.CHANNELS_LAST_ROWS]
+    for dtype, (n, c, h, w, k, r, st, pad), nhwc in rows:
         dt = getattr(torch, dtype)
         x, wt = nonzero((n, c, h, w), dt), nonzero((k, c, r, r), dt)
+        if nhwc:
+            x, wt = x.contiguous(memory_format=torch.channels_last), wt.contiguous(memory_format=torch.channels_last)
         tol = 1e-4 if dtype == "float32" else 2e-3
         p, q = (h + 2 * pad - r) // st + 1, (w + 2 * pad - r) // st + 1
-        name = f"conv_{dtype}_N{n}C{c}H{h}W{w}K{k}R{r}" + (f"S{st}" if st > 1 else "") + (f"P{pad}" if pad else "")
+        name = (f"conv_{dtype}_N{n}C{c}H{h}W{w}K{k}R{r}" + (f"S{st}" if st > 1 else "") + (f"P{pad}" if pad else "")
+                + ("_nhwc" if nhwc else ""))
         yield _case(name, "conv2d", lambda x=x, wt=wt, st=st, pad=pad: jt.conv2d(x, wt, stride=st, padding=pad),
                     lambda x=x, wt=wt, st=st, pad=pad: F.conv2d(x.double(), wt.double(), stride=st, padding=pad),
                     lambda got, want, tol=tol, c=c, r=r: torch.allclose(got.double(), want, rtol=tol,

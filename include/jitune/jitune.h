@@ -268,11 +268,14 @@ JITUNE_API jitune_status jitune_dot_signature(int64_t n, jitune_dtype dtype, cha
  * be set: stride and dilation are at least 1. */
 typedef struct jitune_conv2d_params {
   size_t struct_size;  /**< sizeof(jitune_conv2d_params). */
-  int64_t input[4];    /**< x: {N, C, H, W}, contiguous NCHW. */
-  int64_t weight[4];   /**< w: {K, C, R, S}, contiguous. */
+  int64_t input[4];    /**< x: {N, C, H, W}, the logical shape (contiguous in `layout`). */
+  int64_t weight[4];   /**< w: {K, C, R, S}, the logical shape (contiguous in `layout`). */
   int64_t stride[2];   /**< {vertical, horizontal}, >= 1. */
   int64_t padding[2];  /**< Zero padding {top and bottom, left and right}, >= 0. */
   int64_t dilation[2]; /**< {vertical, horizontal}, >= 1. */
+  /** JITUNE_NCHW (0; also what a caller built without this field gets) or JITUNE_NHWC: x stored {N, H, W, C},
+   *  w {K, R, S, C}, y {N, P, Q, K} (float16 / bfloat16 on sm_80+). */
+  jitune_image_layout layout;
 } jitune_conv2d_params;
 
 /** jitune::conv2d: y {N, K, P, Q} = conv2d(x, w) + bias {K} (bias NULL: none); float32, float16 or bfloat16.

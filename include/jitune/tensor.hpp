@@ -23,6 +23,14 @@ std::size_t dtype_size(DType dtype) noexcept;
 /// Canonical name: "float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64".
 std::string_view dtype_name(DType dtype) noexcept;
 
+/// Memory layout of a contiguous 4-d image batch (upsample_nearest2d, conv2d).
+enum class ImageLayout : std::uint8_t {
+  kNCHW,  ///< N, C, H, W from outermost to innermost (PyTorch's contiguous format).
+  kNHWC,  ///< N, H, W, C: channels last (torch.channels_last).
+};
+/// "nchw" / "nhwc".
+std::string_view image_layout_name(ImageLayout layout) noexcept;
+
 /// The device-code type name used in kernel templates: "float", "__half", "__nv_bfloat16", ...
 std::string_view dtype_cuda_type(DType dtype) noexcept;
 

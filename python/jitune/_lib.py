@@ -156,6 +156,7 @@ class Conv2dParams(_Sized):
         ("stride", c_int64 * 2),
         ("padding", c_int64 * 2),
         ("dilation", c_int64 * 2),
+        ("layout", c_int),
     ]
 
 

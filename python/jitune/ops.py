@@ -523,11 +523,21 @@ def _sig_dot(x, y, out=None, stream=None):
 # --- conv2d
 
 
-def _conv2d_problem(x, w, bias, stride, padding, dilation):
+_CONV_LAYOUTS = {"nchw": 0, "nhwc": 1}
+
+
+def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw"):
+    """The jitune_conv2d_params of a call and the stored output shape. layout "nhwc": x is stored (N, H, W, C), w
+    (K, R, S, C) and y (N, P, Q, K)."""
+    if layout not in _CONV_LAYOUTS:
+        raise InvalidArgumentError(f"layout {layout!r}; it is 'nchw' or 'nhwc' (channels last)")
+    nhwc = layout == "nhwc"
     if len(x.shape) != 4:
-        raise InvalidArgumentError(f"x has shape {tuple(x.shape)}; conv2d takes a 4-d (N, C, H, W) batch")
+        raise InvalidArgumentError(f"x has shape {tuple(x.shape)}; conv2d takes a 4-d "
+                                   f"{'(N, H, W, C)' if nhwc else '(N, C, H, W)'} batch")
     if len(w.shape) != 4:
-        raise InvalidArgumentError(f"w has shape {tuple(w.shape)}; conv2d takes 4-d (K, C, R, S) filters")
+        raise InvalidArgumentError(f"w has shape {tuple(w.shape)}; conv2d takes 4-d "
+                                   f"{'(K, R, S, C)' if nhwc else '(K, C, R, S)'} filters")
     if w.dtype != x.dtype:
         raise InvalidArgumentError(
             f"w has dtype {DTYPE_NAMES[w.dtype]} but x has {DTYPE_NAMES[x.dtype]}: they must match")
@@ -538,35 +548,39 @@ def _conv2d_problem(x, w, bias, stride, padding, dilation):
             raise InvalidArgumentError(
                 f"bias has dtype {DTYPE_NAMES[bias.dtype]} but x has {DTYPE_NAMES[x.dtype]}: they must match")
     p = Conv2dParams.make()
-    p.input[:] = tuple(x.shape)
-    p.weight[:] = tuple(w.shape)
+    logical = (lambda s: (s[0], s[3], s[1], s[2])) if nhwc else tuple  # stored -> (N, C, H, W) / (K, C, R, S)
+    p.input[:] = logical(tuple(x.shape))
+    p.weight[:] = logical(tuple(w.shape))
     p.stride[:] = _pair(stride, "stride")
     p.padding[:] = _pair(padding, "padding")
     p.dilation[:] = _pair(dilation, "dilation")
+    p.layout = _CONV_LAYOUTS[layout]
     out_shape = (c_int64 * 4)()
     check(lib.jitune_conv2d_output_shape(byref(p), out_shape))
-    return p, tuple(out_shape)
+    n, k, h, w_ = tuple(out_shape)
+    return p, ((n, h, w_, k) if nhwc else (n, k, h, w_))
 
 
-def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None):
+def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None, layout="nchw"):
     """F.conv2d(x, w, bias, stride, padding, dilation) (groups = 1) on contiguous NCHW x (N, C, H, W), w (K, C, R,
-    S), bias (K,) or None; float32, float16, bfloat16. Returns y (N, K, P, Q)."""
+    S), bias (K,) or None; float32, float16, bfloat16. Returns y (N, K, P, Q). layout="nhwc" (channels last,
+    float16 / bfloat16 on sm_80+): x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K)."""
     (xo, wo, bo, out_op), device, stream, framework = convert(
         (("x", x, False), ("w", w, False), ("bias", bias, False), ("out", out, True)), stream)
     for op, name in ((xo, "x"), (wo, "w"), (bo, "bias")):
         if op is not None:
             _contiguous(op, name)
-    params, out_shape = _conv2d_problem(xo, wo, bo, stride, padding, dilation)
+    params, out_shape = _conv2d_problem(xo, wo, bo, stride, padding, dilation, layout)
     dst, alloc = _output(out_op, framework, out_shape, xo.dtype, device, stream)
     status = lib.jitune_conv2d(runtime_for(device), xo.ptr, wo.ptr, bo.ptr if bo is not None else None, dst,
                                byref(params), xo.dtype, stream)
     return _finish(status, alloc.result() if alloc else out)
 
 
-def _sig_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None):
+def _sig_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None, layout="nchw"):
     xm, wm = _arrays.meta(x, "x"), _arrays.meta(w, "w")
     bm = _arrays.meta(bias, "bias") if bias is not None else None
-    params, _ = _conv2d_problem(xm, wm, bm, stride, padding, dilation)
+    params, _ = _conv2d_problem(xm, wm, bm, stride, padding, dilation, layout)
     return text_call(lib.jitune_conv2d_signature, byref(params), xm.dtype, int(bias is not None))
 
 

@@ -24,8 +24,8 @@ the dispatcher and an ``autograd.Function``. The CUDA kernel reads the pointers,
 and makes one call into libjitune: through jitune._fast (a stable-ABI extension, about 1 µs cheaper per call) for
 every op but conv2d where the wheel has it, else ctypes.
 
-Inputs that are not contiguous are made contiguous first (a copy); upsample_nearest2d keeps channels_last
-tensors channels_last (jitune's NHWC kernels). Tensors of an op must be on one CUDA device; the op runs on that
+Inputs that are not contiguous are made contiguous first (a copy); upsample_nearest2d, and conv2d in float16 /
+bfloat16 on sm_80+, keep channels_last tensors channels_last (jitune's NHWC kernels). Tensors of an op must be on one CUDA device; the op runs on that
 device's current stream. Under ``torch.cuda.graph`` a warm op is captured and replays; an op whose kernel was
 never compiled for that problem raises jitune.InvalidArgumentError saying to run it once before capturing.
 """
@@ -801,11 +801,12 @@ def _conv_check(x, w, bias, stride, padding, dilation):
     return (x.shape[0], w.shape[0], p, q)
 
 
-_conv_params = {}  # (x shape, w shape, stride, padding, dilation) -> jitune_conv2d_params
+_conv_params = {}  # (x shape, w shape, stride, padding, dilation, layout) -> jitune_conv2d_params
+_CHANNELS_LAST_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def _conv_params_for(x, w, stride, padding, dilation):
-    key = (x.shape, w.shape, tuple(stride), tuple(padding), tuple(dilation))
+def _conv_params_for(x, w, stride, padding, dilation, layout):
+    key = (x.shape, w.shape, tuple(stride), tuple(padding), tuple(dilation), layout)
     params = _conv_params.get(key)
     if params is None:
         params = _lib.Conv2dParams.make()
@@ -814,17 +815,37 @@ def _conv_params_for(x, w, stride, padding, dilation):
         params.stride[:] = list(stride)
         params.padding[:] = list(padding)
         params.dilation[:] = list(dilation)
+        params.layout = layout
         _conv_params[key] = params
     return params
 
 
+_tensor_core_devices = {}  # torch.device -> whether it is sm_80 or newer
+
+
+def _conv_channels_last(x) -> bool:
+    """Whether conv2d runs x channels last (jitune's NHWC kernel: float16 / bfloat16 on sm_80+) and returns y in
+    torch.channels_last, as F.conv2d does for such an input; otherwise NCHW (a channels-last float32 x is copied)."""
+    if x.dtype not in _CHANNELS_LAST_DTYPES or not _is_nhwc(x):
+        return False
+    sm80 = _tensor_core_devices.get(x.device)
+    if sm80 is None:
+        sm80 = _tensor_core_devices[x.device] = torch.cuda.get_device_capability(x.device) >= (8, 0)
+    return sm80
+
+
 def _conv_cuda(x, w, bias, stride, padding, dilation):
-    out = _empty(x, _conv_check(x, w, bias, stride, padding, dilation))
+    shape = _conv_check(x, w, bias, stride, padding, dilation)
+    nhwc = _conv_channels_last(x)
+    out = _image_like(x, shape, nhwc)
     if out.numel() == 0:
         return out
-    x, w = _contiguous(x), _contiguous(w)
+    if nhwc:  # the weight as KRSC (channels-last models hold it so already)
+        w = w if w.is_contiguous(memory_format=torch.channels_last) else w.contiguous(memory_format=torch.channels_last)
+    else:
+        x, w = _contiguous(x), _contiguous(w)
     bias_ptr = None if bias is None else _contiguous(bias).data_ptr()
-    params = _conv_params_for(x, w, stride, padding, dilation)
+    params = _conv_params_for(x, w, stride, padding, dilation, 1 if nhwc else 0)
     dev = _device(x)
     rt = _handles.get(dev) or _runtime_for(dev)
     status = _C.jitune_conv2d(rt, x.data_ptr(), w.data_ptr(), bias_ptr, out.data_ptr(),
@@ -835,7 +856,7 @@ def _conv_cuda(x, w, bias, stride, padding, dilation):
 
 
 def _conv_fake(x, w, bias, stride, padding, dilation):
-    return x.new_empty(_conv_check(x, w, bias, stride, padding, dilation))
+    return _image_like(x, _conv_check(x, w, bias, stride, padding, dilation), _conv_channels_last(x))
 
 
 def _conv_save(ctx, args, out):

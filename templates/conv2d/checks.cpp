@@ -56,6 +56,9 @@ Config base_config(const ConvProblem& p, const DeviceInfo& device) {
 // What the kernel cannot run, or cannot run well enough to be worth timing anywhere.
 std::string hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
   const auto& s = p.shape();
+  if (s.layout != ImageLayout::kNCHW)
+    return "the direct kernel (algo 0) reads NCHW; channels last runs on the implicit GEMM (algo 1: float16 or "
+           "bfloat16 on sm_80+)";
   const std::int64_t es = static_cast<std::int64_t>(dtype_size(p.dtype()));
   const std::int64_t load = config.at("load"), k_block = config.at("k_block"), c_stage = config.at("c_stage");
   auto cfg = [&] { return " (" + config.text() + ")"; };

@@ -74,7 +74,8 @@ class ConvFamily final : public Family {
             {"dilation", "dilation, both axes (default 1)"},
             {"dilation_h", "vertical dilation"},
             {"dilation_w", "horizontal dilation"},
-            {"bias", "1: add a bias per output channel (default 0)"}};
+            {"bias", "1: add a bias per output channel (default 0)"},
+            {"layout", "nchw (default) or nhwc: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K} (float16 / bfloat16)"}};
   }
 
   std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
@@ -101,10 +102,15 @@ class ConvFamily final : public Family {
     return detail::problem_from_call(args);
   }
 
-  // x, w, bias (optional: an empty spec when the call has none), y.
+  // x, w, bias (optional: an empty spec when the call has none), y, as stored in the problem's layout.
   std::vector<BufferSpec> buffers(const Problem& problem) const override {
     const auto& p = static_cast<const ConvProblem&>(problem);
     const auto& s = p.shape();
+    if (s.layout == ImageLayout::kNHWC)  // stored shapes, channels innermost
+      return {{"x", BufferRole::kIn, p.dtype(), {s.n, s.h, s.w, s.c}, {}},
+              {"w", BufferRole::kIn, p.dtype(), {s.k, s.r, s.s, s.c}, {}},
+              {"bias", BufferRole::kIn, p.dtype(), {s.bias ? s.k : 0}, {}, true},
+              {"y", BufferRole::kOut, p.dtype(), {s.n, p.p(), p.q(), s.k}, {}}};
     return {{"x", BufferRole::kIn, p.dtype(), {s.n, s.c, s.h, s.w}, {}},
             {"w", BufferRole::kIn, p.dtype(), {s.k, s.c, s.r, s.s}, {}},
             {"bias", BufferRole::kIn, p.dtype(), {s.bias ? s.k : 0}, {}, true},
@@ -150,16 +156,19 @@ class ConvFamily final : public Family {
   std::vector<std::pair<std::string, std::string>> default_suite() const override {
     struct Row {
       int n, c, h, w, k, r, stride, pad;
+      bool nhwc = false;
     };
     auto name_of = [](const char* dtype, const Row& r) {
       return std::string("conv_") + dtype + "_N" + std::to_string(r.n) + "C" + std::to_string(r.c) + "H" +
              std::to_string(r.h) + "W" + std::to_string(r.w) + "K" + std::to_string(r.k) + "R" + std::to_string(r.r) +
-             (r.stride > 1 ? "S" + std::to_string(r.stride) : "") + (r.pad > 0 ? "P" + std::to_string(r.pad) : "");
+             (r.stride > 1 ? "S" + std::to_string(r.stride) : "") + (r.pad > 0 ? "P" + std::to_string(r.pad) : "") +
+             (r.nhwc ? "_nhwc" : "");
     };
     auto signature_of = [](const char* dtype, const Row& r) {
       ConvProblem::Shape s;
       s.n = r.n, s.c = r.c, s.h = r.h, s.w = r.w, s.k = r.k, s.r = r.r, s.s = r.r;
       s.stride_h = s.stride_w = r.stride, s.pad_h = s.pad_w = r.pad;
+      s.layout = r.nhwc ? ImageLayout::kNHWC : ImageLayout::kNCHW;
       return ConvProblem(parse_dtype(dtype), s).signature();
     };
     // The seed article's case and the small-channel rows, float32 and float16 (no padding, stride 1).
@@ -169,12 +178,15 @@ class ConvFamily final : public Family {
                                     {32, 4, 128, 128, 8, 5, 1, 0},
                                     {1, 64, 56, 56, 64, 3, 1, 0}};
     // Issue 18, float16 on tensor cores: ResNet-50 body layers (3x3 at batch 1 and 32, the strided 3x3, a 1x1
-    // reduction) and a UNet 3x3.
+    // reduction) and a UNet 3x3, then three of them channels last.
     static constexpr Row networks[] = {{1, 64, 56, 56, 64, 3, 1, 1},    {32, 64, 56, 56, 64, 3, 1, 1},
                                        {32, 128, 28, 28, 128, 3, 1, 1}, {32, 256, 14, 14, 256, 3, 1, 1},
                                        {32, 512, 7, 7, 512, 3, 1, 1},   {1, 256, 14, 14, 256, 3, 1, 1},
                                        {32, 256, 56, 56, 64, 1, 1, 0},  {32, 128, 56, 56, 128, 3, 2, 1},
-                                       {1, 320, 64, 64, 320, 3, 1, 1}};
+                                       {1, 320, 64, 64, 320, 3, 1, 1},
+                                       // Channels last (torch.channels_last models, AMP).
+                                       {32, 64, 56, 56, 64, 3, 1, 1, true},  {32, 256, 14, 14, 256, 3, 1, 1, true},
+                                       {1, 320, 64, 64, 320, 3, 1, 1, true}};
     std::vector<std::pair<std::string, std::string>> cases;
     for (const char* dtype : {"float32", "float16"})
       for (const Row& r : small) cases.emplace_back(name_of(dtype, r), signature_of(dtype, r));

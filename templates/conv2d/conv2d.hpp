@@ -20,6 +20,8 @@ class ConvProblem final : public Problem {
     std::int64_t k = 1, r = 1, s = 1;         ///< Output channels, filter height and width.
     std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
     bool bias = false;
+    /// kNHWC: x stored {N, H, W, C}, w {K, R, S, C}, y {N, P, Q, K} (the implicit GEMM only).
+    ImageLayout layout = ImageLayout::kNCHW;
   };
 
   /// Throws InvalidArgument naming the offending value: dtype other than float32/float16/bfloat16, a negative
@@ -32,9 +34,9 @@ class ConvProblem final : public Problem {
   std::int64_t p() const noexcept { return p_; }  ///< Output height.
   std::int64_t q() const noexcept { return q_; }  ///< Output width.
 
-  /// "bias=0;c=6;dilation_h=1;dilation_w=1;dtype=float32;h=768;k=6;n=1;pad_h=0;pad_w=0;r=6;s=6;stride_h=1;..."
+  /// "bias=0;c=6;dilation_h=1;dilation_w=1;dtype=float32;h=768;k=6;layout=nchw;n=1;pad_h=0;pad_w=0;r=6;s=6;..."
   std::string signature() const override;
-  std::string group() const override;  ///< "float32|f=6x6|st=1x1|d=1x1": filter geometry decides legality.
+  std::string group() const override;  ///< "float32|nchw|f=6x6|st=1x1|d=1x1": layout and filter geometry.
   std::vector<double> features() const override;  ///< log2 of N, C, H, W, K.
   double bytes_moved() const override;            ///< x, w and bias read once, y written once.
   double flops() const override;                  ///< 2 * N * K * P * Q * C * R * S.

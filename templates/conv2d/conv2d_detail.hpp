@@ -35,7 +35,7 @@ LaunchShape launch_shape(const ConvProblem& p, const Config& config);
 // reference.cpp
 /// Random x, w and bias, never zero (Family::workload).
 Workload workload(const ConvProblem& p, std::uint64_t seed);
-/// The convolution summed in double (Family::reference).
+/// The convolution summed in double, either layout (Family::reference).
 std::vector<std::vector<std::byte>> reference(const ConvProblem& p, const Workload& work);
 
 // igemm.cpp: the implicit-GEMM variant (algo 1)
@@ -53,7 +53,8 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& config, const D
 /// The implicit-GEMM configs worth timing: warp tiles of 32-64 x 16-32, at most 8 warps, min_blocks 2 only
 /// where it lowers the register cap, tile_k 16 only for short reductions.
 std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& config);
-/// Whether the untuned default runs on tensor cores (float16 / bfloat16 on sm_80+, C * R * S >= 256, K >= 32).
+/// Whether the untuned default runs on tensor cores (float16 / bfloat16 on sm_80+: channels last always, NCHW
+/// where C * R * S >= 256 and K >= 32).
 bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device);
 /// The implicit-GEMM default: the H100's usual picks by K and the number of output pixels.
 Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device);

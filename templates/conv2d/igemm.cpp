@@ -29,7 +29,8 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
   g.warp_m = static_cast<int>(tm / wm);
   g.warp_n = static_cast<int>(tn / wn);
   g.m_total = p.shape().n * p.p() * p.q();
-  const std::int64_t pitch = tk + 8, main_bytes = 2 * (tm + tn) * pitch * 2, out_bytes = tn * (tm + 8) * 2;
+  const std::int64_t pitch = tk + 8, main_bytes = 2 * (tm + tn) * pitch * 2;
+  const std::int64_t out_bytes = std::max(tn * (tm + 8), tm * (tn + 8)) * 2;  // [k][m] (NCHW) or [m][k] (NHWC)
   g.shared_bytes = std::max(main_bytes, out_bytes) + 2 * tk * 16;  // + two stages' reduction tables
   const std::int64_t mi = g.warp_m / 16, ni = g.warp_n / 8;
   g.accumulators = static_cast<int>(mi * ni * 4);
@@ -53,7 +54,7 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
   if (s.c * s.r * s.s > (std::int64_t{1} << 30))
     return "algo 1 indexes the reduction C * R * S = " + std::to_string(s.c * s.r * s.s) + " in 32 bits";
   // One image's offsets (with the padding's reach) in 32 bits; rows past the output sit 2^30 above the input.
-  if ((s.c * s.h + 2 * s.pad_h + 1) * (s.w + 2 * s.pad_w) >= (std::int64_t{1} << 31) ||
+  if ((s.h + 2 * s.pad_h + 1) * (s.w + 2 * s.pad_w) * s.c >= (std::int64_t{1} << 31) ||
       s.h + 2 * s.pad_h >= (std::int64_t{1} << 29) || s.w + 2 * s.pad_w >= (std::int64_t{1} << 29))
     return "algo 1 indexes one padded image (C x H x W = " + std::to_string(s.c) + " x " + std::to_string(s.h) +
            " x " + std::to_string(s.w) + ") in 32 bits";
@@ -113,14 +114,14 @@ bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device) {
   // Measured on the H100 (bench/RESULTS.md): C = K = 64 3x3 runs 1.5x faster on tensor cores than the direct
   // kernel, C = K = 16 three times slower.
   return (p.dtype() == DType::kFloat16 || p.dtype() == DType::kBFloat16) && device.cc() >= 80 &&
-         s.c * s.r * s.s >= 256 && s.k >= 32;
+         (s.layout == ImageLayout::kNHWC || (s.c * s.r * s.s >= 256 && s.k >= 32));
 }
 
 Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
   const std::int64_t m_total = s.n * p.p() * p.q();
   // From the H100's tuned picks (bench/experiments/conv_algos.py): 64 x 128 tiles of eight 32 x 32 warps, two
-  // blocks per SM, where K reaches 128; 128 x 64 tiles of four 64 x 32 warps where it reaches 64; 32-pixel
+  // blocks per SM (NCHW; channels last would spill under that cap), where K reaches 128; 128 x 64 tiles of four 64 x 32 warps where it reaches 64; 32-pixel
   // tiles of four warps where the problem has too few pixels to give every SM a block.
   std::int64_t tn = s.k >= 128 ? 128 : s.k >= 64 ? 64 : s.k > 16 ? 32 : 16;
   auto blocks = [&](std::int64_t tm, std::int64_t n) { return ceil_div(m_total, tm) * ceil_div(s.k, n); };
@@ -132,14 +133,14 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   const std::int64_t wn = tm == 32 ? std::min<std::int64_t>(4, tn / 16) : std::max<std::int64_t>(1, tn / 32);
   const Config c{{"algo", 1},     {"tile_m", tm},  {"tile_n", tn},
                  {"tile_k", tk},  {"warps_m", wm}, {"warps_n", wn},
-                 {"min_blocks", wm * wn == 8 ? 2 : 1}};
+                 {"min_blocks", wm * wn == 8 && s.layout == ImageLayout::kNCHW ? 2 : 1}};
   return complete_config(c);
 }
 
 KernelSource igemm_source(const ConvProblem& p, const Config& config) {
   const auto& s = p.shape();
   std::string name = "jitune::conv::conv2d_igemm<" + std::string(dtype_cuda_type(p.dtype()));
-  for (std::int64_t v : {s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
+  for (std::int64_t v : {std::int64_t{s.layout == ImageLayout::kNHWC ? 1 : 0}, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
                          config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
                          config.at("min_blocks"), std::int64_t{s.bias ? 1 : 0}})
     name += ", " + std::to_string(v);

@@ -27,9 +27,11 @@ template <int kTileM, int kTileN, int kTileK>
 struct IgemmGeometry {
   static constexpr int kPitch = kTileK + 8;                             // halves per staged row
   static constexpr int kStage = (kTileM + kTileN) * kPitch;             // halves per buffer (A then B)
-  static constexpr int kOutPitch = kTileM + 8;                          // halves per staged output row
+  static constexpr int kOutPitch = kTileM + 8;   // NCHW: halves per staged output channel ([k][m])
+  static constexpr int kOutPitchNhwc = kTileN + 8;  // NHWC: halves per staged output pixel ([m][k])
   static constexpr int kMainBytes = 2 * kStage * 2;                     // two buffers
-  static constexpr int kOutBytes = kTileN * kOutPitch * 2;
+  static constexpr int kOutBytes =
+      (kTileN * kOutPitch > kTileM * kOutPitchNhwc ? kTileN * kOutPitch : kTileM * kOutPitchNhwc) * 2;
   static constexpr int kTableBytes = 2 * kTileK * 16;                  // two stages' reduction tables
   static constexpr int kBytes = (kMainBytes > kOutBytes ? kMainBytes : kOutBytes) + kTableBytes;
 };
@@ -68,8 +70,9 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared
 // Tunables (host names in brackets): kTileM [tile_m] output pixels and kTileN [tile_n] output channels per
 // block, kTileK [tile_k] reduction elements per stage, kWarpsM x kWarpsN [warps_m, warps_n] warps per block,
 // kMinBlocks [min_blocks] blocks per SM the registers must allow (__launch_bounds__; 2 caps 256 threads at 128).
-// Problem constants: kC, kK channels, kR x kS filter, strides, dilations; kBias adds bias[k].
-template <class T, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW, int kTileM,
+// Problem constants: kNhwc (channels last: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K}), kC, kK channels, kR x kS
+// filter, strides, dilations; kBias adds bias[k].
+template <class T, int kNhwc, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW, int kTileM,
           int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kBias>
 __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_igemm(Args<T> a) {
   static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
@@ -110,16 +113,21 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
     const int oy = rem / a.q, ox = rem - oy * a.q;
     iy_base[i] = valid ? oy * kStrideH - a.pad_h : -(1 << 30);
     ix_base[i] = ox * kStrideW - a.pad_w;
+    // Element offset of the tap (0, 0) of channel 0: NCHW img*C*H*W + iy*W + ix, NHWC (img*H*W + iy*W + ix)*C.
     const long long rel = valid ? static_cast<long long>(iy_base[i]) * a.w + ix_base[i] : 0;
+    const long long offset = kNhwc ? (static_cast<long long>(img) * plane + rel) * kC
+                                   : static_cast<long long>(img) * kC * plane + rel;
     base[i] = reinterpret_cast<unsigned long long>(a.x) +
-              static_cast<unsigned long long>((static_cast<long long>(img) * kC * plane + rel) *
-                                              static_cast<long long>(sizeof(T)));
+              static_cast<unsigned long long>(offset * static_cast<long long>(sizeof(T)));
   }
   const bool weights_aligned = (reinterpret_cast<unsigned long long>(a.wt) & 15) == 0;
+  const bool input_aligned = (reinterpret_cast<unsigned long long>(a.x) & 15) == 0;
 
-  // The reduction table of a stage, double buffered: for each kk = (c, r, s) of the stage, the element offset
-  // c * H * W + r * dil_h * W + s * dil_w from a pixel's top-left tap and the tap's row / column offsets (one
-  // image is below 2^31 elements: the host checks). Entries past C * R * S get a row offset no pixel reaches.
+  // The reduction table of a stage, double buffered: for each kk of the stage (NCHW: (c, r, s), the KCRS weights'
+  // order; NHWC: (r, s, c), the KRSC weights' order) the element offset from a pixel's tap (0, 0) of channel 0
+  // (NCHW c*H*W + dy*W + dx, NHWC (dy*W + dx)*C + c) and the tap's row / column displacements dy = r * dil_h,
+  // dx = s * dil_w (one padded image is below 2^31 elements: the host checks). Entries past C * R * S get a row
+  // displacement no pixel reaches.
   int4* const table = reinterpret_cast<int4*>(smem + 2 * G::kStage);
   auto fill_table = [&](int kt) {
     constexpr int kEntries = (kTileK + kThreads - 1) / kThreads;  // one warp may fill 64 entries
@@ -128,10 +136,10 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
       const int j = tid + n * kThreads;
       if (j >= kTileK) break;
       const int kk = kt * kTileK + j;
-      const int c = kk / kRS, rs = kk - c * kRS, r = rs / kS, s = rs - r * kS;
+      const int c = kNhwc ? kk % kC : kk / kRS, rs = kNhwc ? kk / kC : kk - c * kRS, r = rs / kS, s = rs - r * kS;
       const int dy = r * kDilH, dx = s * kDilW;
-      table[(kt & 1) * kTileK + j] =
-          kk < kCRS ? make_int4(c * static_cast<int>(plane) + dy * a.w + dx, dy, dx, 0) : make_int4(0, -(1 << 30), 0, 0);
+      const int offset = kNhwc ? (dy * a.w + dx) * kC + c : c * static_cast<int>(plane) + dy * a.w + dx;
+      table[(kt & 1) * kTileK + j] = kk < kCRS ? make_int4(offset, dy, dx, 0) : make_int4(0, -(1 << 30), 0, 0);
     }
   };
 
@@ -143,6 +151,14 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
     for (int i = 0; i < kAPer; ++i) {
       const int col = ((tid + i * kThreads) / kTileM) * 8;
       if (kAChunks % kThreads != 0 && tid + i * kThreads >= kAChunks) continue;  // no chunk (nor table entry)
+      if (kNhwc && kC % 8 == 0 && input_aligned) {  // 8 channels of one tap: one 16-byte load
+        const int4 t = tab[col];
+        const int iy = iy_base[i] + t.y, ix = ix_base[i] + t.z;
+        a_reg[i] = static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) && static_cast<unsigned>(ix) < static_cast<unsigned>(a.w)
+                       ? __ldg(reinterpret_cast<const uint4*>(base[i] + static_cast<long long>(t.x) * 2))
+                       : make_uint4(0, 0, 0, 0);
+        continue;
+      }
       unsigned h[8];  // raw 16-bit elements, zero outside the input
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -235,7 +251,8 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
     __syncthreads();
   }
 
-  // Epilogue: accumulators (+ bias) -> shared [k][m] as T (the last barrier freed the staging buffers).
+  // Epilogue: accumulators (+ bias) -> shared as T, [k][m] for NCHW, [m][k] for NHWC (the last barrier freed the
+  // staging buffers).
   T* const s_out = smem;
   const int gid = lane / 4, tig = lane % 4;
 #pragma unroll
@@ -248,11 +265,37 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
 #pragma unroll
       for (int i = 0; i < kMI; ++i) {
         const int row = warp_m * kWarpM + i * 16 + gid;
-        s_out[col * G::kOutPitch + row] = from_float<T>(acc[i][j][e] + b);
-        s_out[col * G::kOutPitch + row + 8] = from_float<T>(acc[i][j][e + 2] + b);
+        if (kNhwc) {
+          s_out[row * G::kOutPitchNhwc + col] = from_float<T>(acc[i][j][e] + b);
+          s_out[(row + 8) * G::kOutPitchNhwc + col] = from_float<T>(acc[i][j][e + 2] + b);
+        } else {
+          s_out[col * G::kOutPitch + row] = from_float<T>(acc[i][j][e] + b);
+          s_out[col * G::kOutPitch + row + 8] = from_float<T>(acc[i][j][e + 2] + b);
+        }
       }
     }
   __syncthreads();
+  if constexpr (kNhwc != 0) {
+    // A pixel's channels are consecutive in y: y[m * K + k]; 16-byte stores where K is a multiple of 8.
+    const bool vectors = kK % 8 == 0 && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
+    constexpr int kColChunks = kTileN / 8;
+#pragma unroll 4
+    for (int idx = tid; idx < kTileM * kColChunks; idx += kThreads) {
+      const int row = idx / kColChunks, kk = (idx - row * kColChunks) * 8;
+      const int m = m0 + row, k = k0 + kk;
+      if (m >= m_total || (kK % kTileN != 0 && k >= kK)) continue;
+      T* dst = a.y + static_cast<long long>(m) * kK + k;
+      const T* src = s_out + row * G::kOutPitchNhwc + kk;
+      if (vectors) {
+        *reinterpret_cast<Chunk*>(dst) = *reinterpret_cast<const Chunk*>(src);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (kK % 8 == 0 || k + e < kK) dst[e] = src[e];
+      }
+    }
+    return;
+  }
   // Each output channel's pixels are consecutive in y within an image: y[(img * K + k) * PQ + pq].
   const bool vectors = pq % 8 == 0 && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
   if (vectors) {

@@ -58,6 +58,7 @@ ConvProblem problem_of(const Conv2dParams& p, DType dtype, bool has_bias) {
   s.pad_h = p.padding[0], s.pad_w = p.padding[1];
   s.dilation_h = p.dilation[0], s.dilation_w = p.dilation[1];
   s.bias = has_bias;
+  s.layout = p.layout;
   return ConvProblem(dtype, s);
 }
 
@@ -68,7 +69,8 @@ namespace detail {
 std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) {
   static const char* const known[] = {"dtype", "n",     "c",        "h",          "w",          "k",
                                       "r",     "s",     "stride",   "stride_h",   "stride_w",   "padding",
-                                      "pad_h", "pad_w", "dilation", "dilation_h", "dilation_w", "bias"};
+                                      "pad_h", "pad_w", "dilation", "dilation_h", "dilation_w", "bias",
+                                      "layout"};
   for (const auto& option : options)  // no structured binding: clang 14 cannot capture one in the lambda
     if (const std::string& key = option.first;
         std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) ==
@@ -76,7 +78,7 @@ std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& 
       throw InvalidArgument(
           "conv2d problem: unknown option '" + key +
           "'; options are dtype, n, c, h, w, k, r, s, stride[_h|_w], padding / pad_h / pad_w, "
-          "dilation[_h|_w], bias");
+          "dilation[_h|_w], bias, layout");
   auto dt = options.find("dtype");
   if (dt == options.end())
     throw InvalidArgument("conv2d problem: missing 'dtype' (float32, float16 or bfloat16)");
@@ -98,6 +100,11 @@ std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& 
   if (bias != 0 && bias != 1)
     throw InvalidArgument("conv2d problem: bias must be 0 or 1, got " + std::to_string(bias));
   s.bias = bias == 1;
+  if (auto layout = options.find("layout"); layout != options.end()) {
+    if (layout->second == "nhwc") s.layout = ImageLayout::kNHWC;
+    else if (layout->second != "nchw")
+      throw InvalidArgument("conv2d problem: layout '" + layout->second + "' is not nchw or nhwc (channels last)");
+  }
   return std::make_unique<ConvProblem>(parse_dtype(dt->second), s);
 }
 
@@ -110,6 +117,10 @@ std::unique_ptr<Problem> problem_from_call(const CallArgs& args) {
   for (auto* part : {&params.stride, &params.padding, &params.dilation})
     for (std::int64_t& v : *part) v = in.next();
   const bool bias = in.next_bool();
+  const std::int64_t layout = in.next();
+  if (layout != 0 && layout != 1)
+    throw InvalidArgument("conv2d: layout " + std::to_string(layout) + " is neither NCHW (0) nor NHWC (1)");
+  params.layout = static_cast<ImageLayout>(layout);
   return std::make_unique<ConvProblem>(problem_of(params, dtype, bias));
 }
 
@@ -119,6 +130,8 @@ ConvProblem::ConvProblem(DType dtype, const Shape& s) : dtype_(dtype), shape_(s)
   if (!supported(dtype))
     throw InvalidArgument("conv2d: dtype " + std::string(dtype_name(dtype)) +
                           " is not supported; use float32, float16 or bfloat16");
+  if (s.layout != ImageLayout::kNCHW && s.layout != ImageLayout::kNHWC)
+    throw InvalidArgument("conv2d: unknown layout " + std::to_string(static_cast<int>(s.layout)));
   auto positive = [](const char* what, std::int64_t v) {
     if (v < 1)
       throw InvalidArgument(std::string("conv2d: ") + what + " = " + std::to_string(v) + " must be >= 1");
@@ -182,7 +195,8 @@ std::string ConvProblem::signature() const {
   return "bias=" + std::to_string(s.bias ? 1 : 0) + ";c=" + std::to_string(s.c) +
          ";dilation_h=" + std::to_string(s.dilation_h) + ";dilation_w=" + std::to_string(s.dilation_w) +
          ";dtype=" + std::string(dtype_name(dtype_)) + ";h=" + std::to_string(s.h) +
-         ";k=" + std::to_string(s.k) + ";n=" + std::to_string(s.n) + ";pad_h=" + std::to_string(s.pad_h) +
+         ";k=" + std::to_string(s.k) + ";layout=" + std::string(image_layout_name(s.layout)) +
+         ";n=" + std::to_string(s.n) + ";pad_h=" + std::to_string(s.pad_h) +
          ";pad_w=" + std::to_string(s.pad_w) + ";r=" + std::to_string(s.r) + ";s=" + std::to_string(s.s) +
          ";stride_h=" + std::to_string(s.stride_h) + ";stride_w=" + std::to_string(s.stride_w) +
          ";w=" + std::to_string(s.w);
@@ -190,7 +204,8 @@ std::string ConvProblem::signature() const {
 
 std::string ConvProblem::group() const {
   const Shape& s = shape_;
-  return std::string(dtype_name(dtype_)) + "|f=" + std::to_string(s.r) + "x" + std::to_string(s.s) +
+  return std::string(dtype_name(dtype_)) + "|" + std::string(image_layout_name(s.layout)) + "|f=" +
+         std::to_string(s.r) + "x" + std::to_string(s.s) +
          "|st=" + std::to_string(s.stride_h) + "x" + std::to_string(s.stride_w) +
          "|d=" + std::to_string(s.dilation_h) + "x" + std::to_string(s.dilation_w);
 }

@@ -44,7 +44,25 @@ std::vector<std::vector<std::byte>> reference(const ConvProblem& p, const Worklo
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(load_element(dt, bytes.data(), i));
     return v;
   };
-  const std::vector<float> x = to_floats(work.inputs[0]), wt = to_floats(work.inputs[1]);
+  std::vector<float> x = to_floats(work.inputs[0]), wt = to_floats(work.inputs[1]);
+  const bool nhwc = s.layout == ImageLayout::kNHWC;
+  if (nhwc) {  // to NCHW / KCRS, the order the loops below read
+    std::vector<float> xt(x.size()), wtt(wt.size());
+    for (std::int64_t n = 0; n < s.n; ++n)
+      for (std::int64_t y = 0; y < s.h; ++y)
+        for (std::int64_t xx = 0; xx < s.w; ++xx)
+          for (std::int64_t c = 0; c < s.c; ++c)
+            xt[static_cast<std::size_t>(((n * s.c + c) * s.h + y) * s.w + xx)] =
+                x[static_cast<std::size_t>(((n * s.h + y) * s.w + xx) * s.c + c)];
+    for (std::int64_t k = 0; k < s.k; ++k)
+      for (std::int64_t r = 0; r < s.r; ++r)
+        for (std::int64_t t = 0; t < s.s; ++t)
+          for (std::int64_t c = 0; c < s.c; ++c)
+            wtt[static_cast<std::size_t>(((k * s.c + c) * s.r + r) * s.s + t)] =
+                wt[static_cast<std::size_t>(((k * s.r + r) * s.s + t) * s.c + c)];
+    x = std::move(xt);
+    wt = std::move(wtt);
+  }
   const std::vector<float> bias = s.bias ? to_floats(work.inputs[2]) : std::vector<float>();
   const std::int64_t P = p.p(), Q = p.q();
   std::vector<std::byte> out(static_cast<std::size_t>(s.n * s.k * P * Q) * dtype_size(dt));
@@ -71,9 +89,10 @@ std::vector<std::vector<std::byte>> reference(const ConvProblem& p, const Worklo
                   for (std::int64_t ox = q_lo; ox < q_hi; ++ox) arow[ox] += wv * xrow[ox * s.stride_w];
                 }
               }
-          const std::uint64_t base = nk * static_cast<std::uint64_t>(P * Q);
-          for (std::int64_t i = 0; i < P * Q; ++i)
-            store_element(dt, out.data(), base + static_cast<std::uint64_t>(i), acc[i]);
+          for (std::int64_t i = 0; i < P * Q; ++i) {
+            const std::int64_t at = nhwc ? (n * P * Q + i) * s.k + k : (n * s.k + k) * P * Q + i;
+            store_element(dt, out.data(), static_cast<std::uint64_t>(at), acc[i]);
+          }
         }
       });
   return {std::move(out)};

@@ -9,10 +9,6 @@
 
 namespace jitune {
 
-std::string_view image_layout_name(ImageLayout layout) noexcept {
-  return layout == ImageLayout::kNHWC ? "nhwc" : "nchw";
-}
-
 std::string_view nearest_mode_name(NearestMode mode) noexcept {
   return mode == NearestMode::kNearestExact ? "nearest-exact" : "nearest";
 }

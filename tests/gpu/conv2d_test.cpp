@@ -27,7 +27,22 @@ Conv2dParams params_of(const templates::conv2d::ConvProblem::Shape& s) {
   p.stride = {s.stride_h, s.stride_w};
   p.padding = {s.pad_h, s.pad_w};
   p.dilation = {s.dilation_h, s.dilation_w};
+  p.layout = s.layout;
   return p;
+}
+
+// Stride 1-2, padding 0-2 and dilation 1-2 at random, then input sizes from just above the (dilated) filter to
+// `extra_h` / `extra_w` more rows / columns (a few tiles).
+void random_geometry(std::mt19937_64& rng, templates::conv2d::ConvProblem::Shape& s, std::int64_t extra_h,
+                     std::int64_t extra_w) {
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  s.stride_h = pick(1, 2), s.stride_w = pick(1, 2);
+  s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
+  s.dilation_h = pick(1, 2), s.dilation_w = pick(1, 2);
+  s.h = std::max<std::int64_t>(1, (s.r - 1) * s.dilation_h + 1 - 2 * s.pad_h) + pick(0, extra_h);
+  s.w = std::max<std::int64_t>(1, (s.s - 1) * s.dilation_w + 1 - 2 * s.pad_w) + pick(0, extra_w);
 }
 
 // Runs one convolution through jitune::conv2d on the family's random workload, every pointer `offset`
@@ -78,13 +93,8 @@ TEST_CASE("conv2d matches the CPU reference over random shapes, strides, padding
       s.n = variant % 2 ? 3 : 1;
       s.c = pick(1, 9);
       s.k = pick(1, 10);
-      s.stride_h = pick(1, 2), s.stride_w = pick(1, 2);
-      s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
-      s.dilation_h = pick(1, 2), s.dilation_w = pick(1, 2);
       s.bias = variant >= 3;
-      // Sizes from just above the (dilated) filter to a few tiles.
-      s.h = std::max<std::int64_t>(1, (s.r - 1) * s.dilation_h + 1 - 2 * s.pad_h) + pick(0, 40);
-      s.w = std::max<std::int64_t>(1, (s.s - 1) * s.dilation_w + 1 - 2 * s.pad_w) + pick(0, 70);
+      random_geometry(rng, s, 40, 70);
       const DType dtype = dtypes[(r + variant) % 4];
       check_conv(rt, dtype, s, static_cast<std::size_t>(variant == 4 ? pick(1, 3) : 0), 1000 + cases);
       ++cases;
@@ -109,12 +119,8 @@ TEST_CASE("the tensor-core implicit GEMM (algo 1) matches the CPU reference: odd
     // products per output (C * R * S >= 256) and channels (K >= 32) for the default to use tensor cores.
     s.c = variant % 4 == 0 ? 64 : std::max<std::int64_t>(pick(16, 80), (256 + s.r * s.s - 1) / (s.r * s.s));
     s.k = variant % 4 == 0 ? 64 : pick(32, 100);
-    s.stride_h = pick(1, 2), s.stride_w = pick(1, 2);
-    s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
-    s.dilation_h = pick(1, 2), s.dilation_w = pick(1, 2);
     s.bias = variant % 2 == 1;
-    s.h = std::max<std::int64_t>(1, (s.r - 1) * s.dilation_h + 1 - 2 * s.pad_h) + pick(0, 30);
-    s.w = std::max<std::int64_t>(1, (s.s - 1) * s.dilation_w + 1 - 2 * s.pad_w) + pick(0, 40);
+    random_geometry(rng, s, 30, 40);
     const DType dtype = variant % 2 ? DType::kBFloat16 : DType::kFloat16;
     const templates::conv2d::ConvProblem p(dtype, s);
     INFO(p.signature());
@@ -124,6 +130,41 @@ TEST_CASE("the tensor-core implicit GEMM (algo 1) matches the CPU reference: odd
     ++cases;
   }
   CHECK(cases == 12);
+}
+
+TEST_CASE("channels last (NHWC) on the implicit GEMM matches the CPU reference: vector and element gathers") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  std::mt19937_64 rng(4242);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  // C a multiple of 8 (16-byte loads of 8 channels per tap) and not (element by element), few and many.
+  const std::int64_t channels[] = {8, 64, 3, 37, 16, 24, 5, 48};
+  int cases = 0;
+  for (std::int64_t c : channels) {
+    templates::conv2d::ConvProblem::Shape s;
+    s.layout = ImageLayout::kNHWC;
+    s.c = c, s.k = pick(1, 70), s.n = pick(1, 3);
+    s.r = pick(1, 5), s.s = cases % 2 ? s.r : pick(1, 4);
+    s.bias = cases % 3 != 0;
+    random_geometry(rng, s, 24, 30);
+    const DType dtype = cases % 2 ? DType::kBFloat16 : DType::kFloat16;
+    const templates::conv2d::ConvProblem p(dtype, s);
+    INFO(p.signature());
+    CHECK(Config::parse(rt.explain("conv2d", p.signature()).config).at("algo") == 1);
+    // Misaligned pointers (element gathers and stores even where C allows vectors) on every third case.
+    check_conv(rt, dtype, s, static_cast<std::size_t>(cases % 3 == 2 ? pick(1, 3) : 0), 7000 + cases);
+    ++cases;
+  }
+  CHECK(cases == 8);
+  // float32 channels last has no kernel: a clear error, nothing launched.
+  templates::conv2d::ConvProblem::Shape s;
+  s.layout = ImageLayout::kNHWC;
+  s.c = 8, s.k = 8, s.h = s.w = 8, s.r = s.s = 3;
+  Buffer x(8 * 8 * 8 * 4), w(8 * 9 * 8 * 4), y(8 * 6 * 6 * 4);
+  CHECK_THROWS_WITH_AS(conv2d(rt, x.at(0), w.at(0), nullptr, y.at(0), params_of(s), DType::kFloat32),
+                       doctest::Contains("channels last runs on the implicit GEMM"), InvalidArgument);
 }
 
 TEST_CASE("the public cases' geometries are correct in float32 and float16") {
@@ -169,11 +210,11 @@ TEST_CASE("sampled configurations of the space all verify (tuner verification pa
   Runtime rt(test::isolated_options(dir));
   const Family& fam = templates::conv2d::conv2d_family();
   for (const char* sig :
-       {"bias=1;c=4;dilation_h=2;dilation_w=1;dtype=float32;h=37;k=6;n=2;pad_h=2;pad_w=1;r=3;s=5;"
+       {"bias=1;c=4;dilation_h=2;dilation_w=1;dtype=float32;h=37;k=6;layout=nchw;n=2;pad_h=2;pad_w=1;r=3;s=5;"
         "stride_h=1;stride_w=2;w=61",
-        "bias=0;c=8;dilation_h=1;dilation_w=1;dtype=float16;h=45;k=8;n=1;pad_h=1;pad_w=1;r=3;s=3;"
+        "bias=0;c=8;dilation_h=1;dilation_w=1;dtype=float16;h=45;k=8;layout=nchw;n=1;pad_h=1;pad_w=1;r=3;s=3;"
         "stride_h=1;stride_w=1;w=64",
-        "bias=0;c=6;dilation_h=1;dilation_w=2;dtype=float32;h=50;k=12;n=1;pad_h=0;pad_w=0;r=7;s=2;"
+        "bias=0;c=6;dilation_h=1;dilation_w=2;dtype=float32;h=50;k=12;layout=nchw;n=1;pad_h=0;pad_w=0;r=7;s=2;"
         "stride_h=2;stride_w=1;w=48"}) {
     auto problem = fam.parse_problem(sig);
     tuner::TuneOptions opt;
@@ -203,11 +244,11 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
   const Family& fam = templates::conv2d::conv2d_family();
   driver::StreamHandle stream;
   for (const char* sig :
-       {"bias=1;c=24;dilation_h=1;dilation_w=2;dtype=float32;h=41;k=48;n=2;pad_h=1;pad_w=2;r=3;"
+       {"bias=1;c=24;dilation_h=1;dilation_w=2;dtype=float32;h=41;k=48;layout=nchw;n=2;pad_h=1;pad_w=2;r=3;"
         "s=2;stride_h=2;stride_w=1;w=72",
-        "bias=0;c=48;dilation_h=1;dilation_w=1;dtype=float16;h=37;k=48;n=1;pad_h=1;pad_w=1;r=3;"
+        "bias=0;c=48;dilation_h=1;dilation_w=1;dtype=float16;h=37;k=48;layout=nchw;n=1;pad_h=1;pad_w=1;r=3;"
         "s=3;stride_h=1;stride_w=1;w=64",
-        "bias=1;c=37;dilation_h=2;dilation_w=1;dtype=bfloat16;h=29;k=70;n=3;pad_h=2;pad_w=0;r=3;"
+        "bias=1;c=37;dilation_h=2;dilation_w=1;dtype=bfloat16;h=29;k=70;layout=nchw;n=3;pad_h=2;pad_w=0;r=3;"
         "s=2;stride_h=2;stride_w=1;w=33"}) {
     auto problem = fam.parse_problem(sig);
     const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);

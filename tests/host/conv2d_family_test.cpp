@@ -105,10 +105,10 @@ TEST_CASE("signature is canonical and parses back; shorthands set both axes") {
                     {"dilation", "2"},
                     {"bias", "1"}});
   CHECK(p->signature() ==
-        "bias=1;c=4;dilation_h=2;dilation_w=2;dtype=float16;h=9;k=8;n=3;pad_h=1;pad_w=1;r=3;s=3;stride_h=2;"
+        "bias=1;c=4;dilation_h=2;dilation_w=2;dtype=float16;h=9;k=8;layout=nchw;n=3;pad_h=1;pad_w=1;r=3;s=3;stride_h=2;"
         "stride_w=2;w=10");
   CHECK(fam().parse_problem(p->signature())->signature() == p->signature());
-  CHECK(p->group() == "float16|f=3x3|st=2x2|d=2x2");
+  CHECK(p->group() == "float16|nchw|f=3x3|st=2x2|d=2x2");
   auto q = problem({{"dtype", "float32"},
                     {"c", "4"},
                     {"h", "9"},
@@ -265,8 +265,9 @@ TEST_CASE("the public cases have tuning spaces of a tractable size") {
     CHECK(legal.size() <= 200);  // exhaustive tuning compiles each: about a second of NVRTC per candidate
     CHECK(legal.front() == fam().heuristic(*p, dev));
   }
-  CHECK(fam().default_suite().size() == 19);
-  CHECK(fam().default_suite().back().first == "conv_float16_N1C320H64W64K320R3P1");
+  CHECK(fam().default_suite().size() == 22);
+  CHECK(fam().default_suite().back().first == "conv_float16_N1C320H64W64K320R3P1_nhwc");
+  CHECK(fam().default_suite().back().second.find("layout=nhwc") != std::string::npos);
   CHECK(fam().default_suite()[17].first == "conv_float16_N32C128H56W56K128R3S2P1");
   CHECK(fam().default_suite().front().first == "conv_float32_N1C6H768W512K6R6");
 }
@@ -357,6 +358,56 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
   for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned)) CHECK(x.at("algo") == 0);
 }
 
+TEST_CASE("channels last: the layout is part of the problem, runs only on the implicit GEMM, says so otherwise") {
+  const DeviceInfo dev = nominal_device(90);
+  auto nhwc = [](const char* dtype, const char* c) {
+    return problem({{"dtype", dtype}, {"n", "2"}, {"c", c}, {"h", "20"}, {"w", "18"}, {"k", "24"}, {"r", "3"},
+                    {"padding", "1"}, {"layout", "nhwc"}});
+  };
+  auto f16 = nhwc("float16", "8");
+  CHECK(f16->signature().find(";layout=nhwc;") != std::string::npos);
+  CHECK(fam().parse_problem(f16->signature())->signature() == f16->signature());
+  CHECK(f16->group() == "float16|nhwc|f=3x3|st=1x1|d=1x1");
+  // Stored shapes, channels innermost.
+  const auto bufs = fam().buffers(*f16);
+  CHECK(bufs[0].shape == std::vector<std::int64_t>{2, 20, 18, 8});
+  CHECK(bufs[1].shape == std::vector<std::int64_t>{24, 3, 3, 8});
+  CHECK(bufs[3].shape == std::vector<std::int64_t>{2, 20, 18, 24});
+  // Few channels still take the tensor cores: the direct kernel reads NCHW only.
+  const Config h = fam().heuristic(*f16, dev);
+  CHECK(h.at("algo") == 1);
+  CHECK(fam().validate(*f16, h, dev).empty());
+  Config direct = h;
+  direct.set("algo", 0);
+  direct = fam().space().canonical(direct);
+  CHECK(fam().validate(*f16, direct, dev).find("reads NCHW; channels last runs on the implicit GEMM") !=
+        std::string::npos);
+  // float32 channels last has no kernel: the check names both reasons' fix.
+  auto f32 = nhwc("float32", "8");
+  CHECK(fam().check(*f32, fam().heuristic(*f32, dev), dev).find("channels last runs on the implicit GEMM") !=
+        std::string::npos);
+  std::size_t pruned = 0;
+  CHECK(tuner::legal_candidates(fam(), *f32, dev, pruned).empty());
+  CHECK_THROWS_WITH_AS(problem({{"dtype", "float16"}, {"c", "4"}, {"h", "8"}, {"w", "8"}, {"k", "4"}, {"r", "3"},
+                                {"layout", "chwn"}}),
+                       doctest::Contains("not nchw or nhwc"), InvalidArgument);
+  // The CPU reference reads channels last: one output element against the definition.
+  const Workload w = fam().workload(*f16, 3);
+  const auto out = fam().reference(*f16, w)[0];
+  const std::int64_t n = 1, k = 5, oy = 0, ox = 17;  // padding row and column
+  double want = 0;
+  for (std::int64_t c = 0; c < 8; ++c)
+    for (std::int64_t r = 0; r < 3; ++r)
+      for (std::int64_t t = 0; t < 3; ++t) {
+        const std::int64_t iy = oy - 1 + r, ix = ox - 1 + t;
+        if (iy < 0 || iy >= 20 || ix < 0 || ix >= 18) continue;
+        want += load_element(DType::kFloat16, w.inputs[0].data(), static_cast<std::uint64_t>(((n * 20 + iy) * 18 + ix) * 8 + c)) *
+                load_element(DType::kFloat16, w.inputs[1].data(), static_cast<std::uint64_t>(((k * 3 + r) * 3 + t) * 8 + c));
+      }
+  const double got = load_element(DType::kFloat16, out.data(), static_cast<std::uint64_t>(((n * 20 + oy) * 18 + ox) * 24 + k));
+  CHECK(got == doctest::Approx(want).epsilon(2e-3));
+}
+
 TEST_CASE("tolerances grow with the number of summed products") {
   auto small = problem({{"dtype", "float32"}, {"c", "1"}, {"h", "4"}, {"w", "4"}, {"k", "1"}, {"r", "1"}});
   auto big = problem({{"dtype", "float32"}, {"c", "64"}, {"h", "4"}, {"w", "4"}, {"k", "1"}, {"r", "3"}});
@@ -438,11 +489,11 @@ TEST_CASE("the heuristics of the public cases and odd geometries compile without
   std::vector<std::string> signatures;
   for (const auto& [name, signature] : fam().default_suite()) signatures.push_back(signature);
   for (const char* extra :
-       {"bias=1;c=5;dilation_h=2;dilation_w=2;dtype=float32;h=31;k=7;n=3;pad_h=2;pad_w=2;r=7;"
+       {"bias=1;c=5;dilation_h=2;dilation_w=2;dtype=float32;h=31;k=7;layout=nchw;n=3;pad_h=2;pad_w=2;r=7;"
         "s=7;stride_h=2;stride_w=2;w=29",
-        "bias=0;c=2;dilation_h=1;dilation_w=3;dtype=bfloat16;h=40;k=12;n=1;pad_h=0;pad_w=1;r=2;"
+        "bias=0;c=2;dilation_h=1;dilation_w=3;dtype=bfloat16;h=40;k=12;layout=nchw;n=1;pad_h=0;pad_w=1;r=2;"
         "s=5;stride_h=1;stride_w=2;w=41",
-        "bias=1;c=64;dilation_h=1;dilation_w=1;dtype=bfloat16;h=28;k=128;n=4;pad_h=1;pad_w=1;r=3;"
+        "bias=1;c=64;dilation_h=1;dilation_w=1;dtype=bfloat16;h=28;k=128;layout=nchw;n=4;pad_h=1;pad_w=1;r=3;"
         "s=3;stride_h=2;stride_w=2;w=28"})
     signatures.push_back(extra);
   for (const std::string& signature : signatures) {

@@ -94,7 +94,7 @@ TEST_CASE("every family: buffers match the workload the tuner binds") {
        "c=3;direction=backward;dtype=float32;in_h=5;in_w=6;layout=nhwc;mode=nearest;n=2;out_h=11;out_w=13"},
       {"scatter_add", "count=50;dtype=float16;index=int64;op=index_add;row_length=3;rows=17"},
       {"scatter_add", "dtype=float32;n=999;op=dot"},
-      {"conv2d", "bias=0;c=3;dilation_h=1;dilation_w=1;dtype=float32;h=10;k=4;n=1;pad_h=1;pad_w=1;r=3;s=3;"
+      {"conv2d", "bias=0;c=3;dilation_h=1;dilation_w=1;dtype=float32;h=10;k=4;layout=nchw;n=1;pad_h=1;pad_w=1;r=3;s=3;"
                  "stride_h=1;stride_w=1;w=11"},
   };
   for (const auto& [name, signature] : cases) {

@@ -210,6 +210,21 @@ def test_conv2d(torch, F, dtype, geometry, bias):
     assert_close(torch, y, want, dtype, scale=scale)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_conv2d_nhwc(torch, F, dtype):
+    """layout="nhwc": arrays stored (N, H, W, C), (K, R, S, C), result (N, P, Q, K); a bad layout is a clear error."""
+    x = rand(torch, (2, 16, 17, 19), dtype)
+    w = rand(torch, (7, 16, 3, 3), dtype)
+    xs, ws = x.permute(0, 2, 3, 1).contiguous(), w.permute(0, 2, 3, 1).contiguous()
+    y = jitune.conv2d(xs, ws, stride=2, padding=1, layout="nhwc")
+    want = F.conv2d(x.double(), w.double(), stride=2, padding=1).permute(0, 2, 3, 1)
+    assert y.shape == want.shape and y.dtype == x.dtype
+    scale = F.conv2d(x.double().abs(), w.double().abs(), stride=2, padding=1).max().item()
+    assert_close(torch, y, want, dtype, scale=scale)
+    with pytest.raises(jitune.InvalidArgumentError, match="'nchw' or 'nhwc'"):
+        jitune.conv2d(xs, ws, layout="chwn")
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape, offset", [((1, 1), 0), ((7, 4097), 1), ((3, 5, 33), 3), ((70000,), 0)])
 def test_reduce_rows(torch, dtype, shape, offset):

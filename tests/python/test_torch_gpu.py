@@ -150,6 +150,26 @@ def test_conv2d_and_its_gradients(dtype, geometry):
         torch.testing.assert_close(a.double(), r.double(), rtol=5e-2, atol=5e-2 * 27)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("channels", [16, 13])
+def test_conv2d_channels_last(dtype, channels):
+    """A channels_last input runs jitune's NHWC kernel (float16 / bfloat16) and gives a channels_last output, as
+    F.conv2d does; float32 runs NCHW (a copy) with the same values; the weight may be in either format; under
+    torch.compile the fake output has the real strides."""
+    x = rand(3, channels, 21, 18, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    w = rand(24, channels, 3, 3, dtype=dtype) * 0.1
+    b = rand(24, dtype=dtype)
+    want = F.conv2d(x.double(), w.double(), b.double(), stride=(1, 2), padding=1)
+    for weight in (w, w.contiguous(memory_format=torch.channels_last)):
+        y = jt.conv2d(x, weight, b, stride=(1, 2), padding=1)
+        torch.testing.assert_close(y.double(), want, rtol=TOL[dtype][0] * 10, atol=TOL[dtype][1] * 9 * channels)
+        assert y.is_contiguous(memory_format=torch.channels_last) == (dtype != torch.float32)
+    compiled = torch.compile(lambda a, c: jt.conv2d(a, c, b, stride=(1, 2), padding=1), fullgraph=True)
+    y = compiled(x, w)
+    torch.testing.assert_close(y.double(), want, rtol=TOL[dtype][0] * 10, atol=TOL[dtype][1] * 9 * channels)
+    assert y.is_contiguous(memory_format=torch.channels_last) == (dtype != torch.float32)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape", [(1, 1), (7, 4097), (3, 5, 33), (70000,)])
 def test_sum_and_amax_rows_and_gradients(dtype, shape):

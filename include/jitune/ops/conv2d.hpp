@@ -14,11 +14,15 @@ namespace jitune {
 
 /// Shapes and geometry of one convolution, PyTorch `conv2d` semantics (groups = 1, cross-correlation).
 struct Conv2dParams {
-  std::array<std::int64_t, 4> input{};         ///< x: {N, C, H, W}, contiguous NCHW.
-  std::array<std::int64_t, 4> weight{};        ///< w: {K, C, R, S}, contiguous.
+  std::array<std::int64_t, 4> input{};         ///< x: {N, C, H, W} (the logical shape in either layout).
+  std::array<std::int64_t, 4> weight{};        ///< w: {K, C, R, S} (the logical shape in either layout).
   std::array<std::int64_t, 2> stride{1, 1};    ///< {vertical, horizontal}, >= 1.
   std::array<std::int64_t, 2> padding{0, 0};   ///< Zero padding {top and bottom, left and right}, >= 0.
   std::array<std::int64_t, 2> dilation{1, 1};  ///< {vertical, horizontal}, >= 1.
+  /// kNCHW: x, w and y contiguous as {N, C, H, W}, {K, C, R, S}, {N, K, P, Q}. kNHWC (channels last, what
+  /// torch.channels_last models hold): x stored {N, H, W, C}, w {K, R, S, C}, y {N, P, Q, K}; float16 /
+  /// bfloat16 on sm_80+ only (the tensor-core kernel).
+  ImageLayout layout = ImageLayout::kNCHW;
 };
 
 /// The output shape {N, K, P, Q} of `params`: P = (H + 2 * pad_h - dilation_h * (R - 1) - 1) / stride_h + 1,
@@ -27,7 +31,7 @@ struct Conv2dParams {
 std::array<std::int64_t, 4> conv2d_output_shape(const Conv2dParams& params);
 
 /// The call's values in the order the conv2d family reads them: dtype, input, weight, stride, padding, dilation,
-/// bias flag.
+/// bias flag, layout.
 inline void conv2d_call_args(CallArgs& args, const Conv2dParams& params, DType dtype, bool has_bias) {
   args.add(static_cast<std::int64_t>(dtype));
   for (const auto* part : {params.input.data(), params.weight.data()})
@@ -35,15 +39,16 @@ inline void conv2d_call_args(CallArgs& args, const Conv2dParams& params, DType d
   for (const auto* part : {params.stride.data(), params.padding.data(), params.dilation.data()})
     for (int i = 0; i < 2; ++i) args.add(part[i]);
   args.add(has_bias ? 1 : 0);
+  args.add(static_cast<std::int64_t>(params.layout));
 }
 
 /// y = conv2d(x, w) + bias on `stream`: x {N, C, H, W}, w {K, C, R, S}, bias {K} (nullptr: none), y {N, K, P,
-/// Q}, all contiguous, of `dtype`; y must not overlap the inputs (float32, float16 or bfloat16; products are
-/// summed in float). Any element-aligned pointers work; wider vector accesses are used where the addresses
-/// allow. N == 0 launches nothing (the call is still validated). Throws InvalidArgument for a channel
+/// Q}, all contiguous in params.layout, of `dtype`; y must not overlap the inputs (float32, float16 or bfloat16;
+/// products are summed in float). Any element-aligned pointers work; wider vector accesses are used where the
+/// addresses allow. N == 0 launches nothing (the call is still validated). Throws InvalidArgument for a channel
 /// mismatch between x and w, a filter (with dilation) larger than the padded input, non-positive sizes /
-/// strides / dilations, negative padding, null or misaligned pointers, or an unsupported dtype; CompileError
-/// if NVRTC rejects the kernel.
+/// strides / dilations, negative padding, null or misaligned pointers, an unsupported dtype, or channels last
+/// where no kernel runs it (float32, or a GPU before sm_80); CompileError if NVRTC rejects the kernel.
 inline void conv2d(Runtime& runtime, const void* x, const void* w, const void* bias, void* y,
                    const Conv2dParams& params, DType dtype, Stream stream = nullptr) {
   CallArgs args;

@@ -12,20 +12,12 @@
 
 namespace jitune {
 
-/// Memory layout of a contiguous 4-d image batch.
-enum class ImageLayout : std::uint8_t {
-  kNCHW,  ///< N, C, H, W from outermost to innermost (PyTorch's contiguous format).
-  kNHWC,  ///< N, H, W, C: channels last (torch.channels_last).
-};
-
 /// How the source pixel is picked; the names and rules are PyTorch's.
 enum class NearestMode : std::uint8_t {
   kNearest,       ///< mode="nearest": source = min(floor(dst * scale), in - 1).
   kNearestExact,  ///< mode="nearest-exact": source = min(floor((dst + 0.5) * scale), in - 1).
 };
 
-/// "nchw" / "nhwc".
-std::string_view image_layout_name(ImageLayout layout) noexcept;
 /// "nearest" / "nearest-exact".
 std::string_view nearest_mode_name(NearestMode mode) noexcept;
 
