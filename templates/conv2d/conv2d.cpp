@@ -48,6 +48,12 @@ class ConvFamily final : public Family {
              "implicit GEMM: blocks per SM the register allocation must allow (2: at most 32768 / threads registers)",
              "algo",
              1},
+            {"stages",
+             {0, 2, 3, 4},
+             "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-4: a cp.async pipeline "
+             "of that many shared buffers (channels last, C a multiple of 8)",
+             "algo",
+             1},
         }) {}
 
   std::string_view name() const override { return "conv2d"; }
@@ -115,6 +121,18 @@ class ConvFamily final : public Family {
             {"w", BufferRole::kIn, p.dtype(), {s.k, s.c, s.r, s.s}, {}},
             {"bias", BufferRole::kIn, p.dtype(), {s.bias ? s.k : 0}, {}, true},
             {"y", BufferRole::kOut, p.dtype(), {s.n, s.k, p.p(), p.q()}, {}}};
+  }
+
+  // Slot 1: a cp.async pipeline (stages > 0) tuned on 16-byte aligned tensors, called with x or w less aligned,
+  // runs the register-staged kernel of the same tiles (it reads any alignment).
+  int variant(const Problem&, const Config& tuned, const Bindings& b) const override {
+    return tuned.at("algo") == 1 && tuned.at("stages") > 0 && (b.alignment[0] < 16 || b.alignment[1] < 16) ? 1 : 0;
+  }
+
+  Config variant_config(const Problem&, const Config& tuned, int slot, const DeviceInfo&) const override {
+    Config c = tuned;
+    if (slot == 1) c.set("stages", 0);
+    return c;
   }
 
   Shortcut shortcut(const Problem& problem) const override {

@@ -29,15 +29,18 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
   g.warp_m = static_cast<int>(tm / wm);
   g.warp_n = static_cast<int>(tn / wn);
   g.m_total = p.shape().n * p.p() * p.q();
-  const std::int64_t pitch = tk + 8, main_bytes = 2 * (tm + tn) * pitch * 2;
+  const std::int64_t stages = c.at("stages"), buffers = stages > 0 ? stages : 2;
+  const std::int64_t pitch = tk + 8, main_bytes = buffers * (tm + tn) * pitch * 2;
   const std::int64_t out_bytes = std::max(tn * (tm + 8), tm * (tn + 8)) * 2;  // [k][m] (NCHW) or [m][k] (NHWC)
-  g.shared_bytes = std::max(main_bytes, out_bytes) + 2 * tk * 16;  // + two stages' reduction tables
+  // The register-staged kernel adds two stages' reduction tables.
+  g.shared_bytes = std::max(main_bytes, out_bytes) + (stages > 0 ? 0 : 2 * tk * 16);
   const std::int64_t mi = g.warp_m / 16, ni = g.warp_n / 8;
   g.accumulators = static_cast<int>(mi * ni * 4);
   const std::int64_t a_per = ceil_div(tm * tk / 8, g.threads), b_per = ceil_div(tn * tk / 8, g.threads);
-  // Accumulators, one k-step's fragments, the next stage's chunks (4 registers each), gather addressing
-  // (image pointer pair, row / column bases and offset per A chunk) and indices.
-  g.register_estimate = static_cast<int>(g.accumulators + mi * 4 + ni * 2 + 4 * (a_per + b_per) + 5 * a_per + 32);
+  // Accumulators, one k-step's fragments, the next stage's chunks (4 registers each; none for cp.async), gather
+  // addressing (image pointer pair, row / column bases and offset per A chunk) and indices.
+  g.register_estimate = static_cast<int>(g.accumulators + mi * 4 + ni * 2 + (stages > 0 ? 0 : 4 * (a_per + b_per)) +
+                                         5 * a_per + 32);
   g.grid_m = ceil_div(g.m_total, tm);
   g.grid_n = ceil_div(p.shape().k, tn);
   return g;
@@ -58,6 +61,11 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
       s.h + 2 * s.pad_h >= (std::int64_t{1} << 29) || s.w + 2 * s.pad_w >= (std::int64_t{1} << 29))
     return "algo 1 indexes one padded image (C x H x W = " + std::to_string(s.c) + " x " + std::to_string(s.h) +
            " x " + std::to_string(s.w) + ") in 32 bits";
+  if (c.at("stages") > 0 && (s.layout != ImageLayout::kNHWC || s.c % 8 != 0))
+    return "stages " + std::to_string(c.at("stages")) +
+           " (cp.async pipeline) copies 8-channel taps of 16 bytes: it needs channels last with C a multiple of 8 "
+           "(C = " + std::to_string(s.c) + ", " + (s.layout == ImageLayout::kNHWC ? "nhwc" : "nchw") +
+           "); stages 0 stages through registers" + cfg();
   const IgemmGeometry g = igemm_geometry(p, c);
   if (g.m_total + c.at("tile_m") > (std::int64_t{1} << 31) - 1)
     return "algo 1 indexes the N * P * Q = " + std::to_string(g.m_total) + " output pixels in 32 bits";
@@ -97,12 +105,20 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c) {
   if (c.at("tile_k") == 16 && crs > 64)
     return "tile_k 16 for C * R * S = " + std::to_string(crs) + " (tuned: 32 or 64 above 64)";
   // Warp tiles of 32 x 16 to 64 x 32: smaller ones reload the fragments for too few MMAs, larger ones cap
-  // the blocks per SM (64 channels a warp never won on the H100); at most 8 warps.
+  // the blocks per SM (64 channels a warp never won on the H100, through registers or cp.async); at most 8 warps.
   const std::int64_t wm = c.at("tile_m") / c.at("warps_m"), wn = c.at("tile_n") / c.at("warps_n");
   const std::int64_t warps = c.at("warps_m") * c.at("warps_n");
   if (wm < 32 || wm > 64 || wn < 16 || wn > 32)
     return "warp tile " + std::to_string(wm) + " x " + std::to_string(wn) +
            " (tuned: 32 to 64 pixels x 16 to 32 channels)";
+  // Where the cp.async pipeline applies it beat the register-staged stages by 10-17% on every channels-last case
+  // of the H100 (the register-staged kernel still runs pointers less than 16-byte aligned: Family::variant),
+  // and a second block per SM (min_blocks 2) only lost.
+  const auto& s = p.shape();
+  if (c.at("stages") == 0 && s.layout == ImageLayout::kNHWC && s.c % 8 == 0)
+    return "stages 0 where the cp.async pipeline applies (channels last, C a multiple of 8; tuned: 2 to 4)";
+  if (c.at("stages") > 0 && c.at("min_blocks") == 2)
+    return "min_blocks 2 with the cp.async pipeline (tuned: 1)";
   if (warps > 8) return std::to_string(warps) + " warps per block (tuned: at most 8)";
   if (c.at("min_blocks") == 2 && 32 * warps * 2 * 255 <= 65536)
     return "min_blocks 2 with " + std::to_string(32 * warps) + " threads: the register cap stays 255";
@@ -120,20 +136,25 @@ bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device) {
 Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
   const std::int64_t m_total = s.n * p.p() * p.q();
-  // From the H100's tuned picks (bench/experiments/conv_algos.py): 64 x 128 tiles of eight 32 x 32 warps, two
-  // blocks per SM (NCHW; channels last would spill under that cap), where K reaches 128; 128 x 64 tiles of four 64 x 32 warps where it reaches 64; 32-pixel
-  // tiles of four warps where the problem has too few pixels to give every SM a block.
+  // From the H100's tuned picks (bench/experiments/conv_algos.py, tune_breakdown.py): 64 x 128 tiles where K
+  // reaches 128, 128 x 64 where it reaches 64, 32-pixel tiles of four warps where the problem has too few pixels
+  // to give every SM a block. Through registers (NCHW): eight 32 x 32 warps, two blocks per SM where that makes
+  // eight; channels last would spill under that cap. The cp.async pipeline (channels last, C a multiple of 8):
+  // four 64 x 32 or 32 x 64 warps, three stages, one block per SM's register cap.
   std::int64_t tn = s.k >= 128 ? 128 : s.k >= 64 ? 64 : s.k > 16 ? 32 : 16;
   auto blocks = [&](std::int64_t tm, std::int64_t n) { return ceil_div(m_total, tm) * ceil_div(s.k, n); };
   if (tn == 128 && blocks(32, tn) < device.sm_count) tn = 64;
   std::int64_t tm = tn == 128 ? 64 : 128;
   while (tm > 32 && blocks(tm, tn) < device.sm_count) tm /= 2;
   const std::int64_t tk = s.c * s.r * s.s >= 256 ? 64 : s.c * s.r * s.s >= 64 ? 32 : 16;
-  const std::int64_t wm = tm == 32 ? 1 : 2;
-  const std::int64_t wn = tm == 32 ? std::min<std::int64_t>(4, tn / 16) : std::max<std::int64_t>(1, tn / 32);
+  const bool pipelined = s.layout == ImageLayout::kNHWC && s.c % 8 == 0;
+  std::int64_t wm = tm == 32 ? 1 : 2;
+  std::int64_t wn = tm == 32 ? std::min<std::int64_t>(4, tn / 16) : std::max<std::int64_t>(1, tn / 32);
+  if (pipelined && tm > 32) wm = std::max<std::int64_t>(1, tm / 64);
   const Config c{{"algo", 1},     {"tile_m", tm},  {"tile_n", tn},
                  {"tile_k", tk},  {"warps_m", wm}, {"warps_n", wn},
-                 {"min_blocks", wm * wn == 8 && s.layout == ImageLayout::kNCHW ? 2 : 1}};
+                 {"min_blocks", wm * wn == 8 && s.layout == ImageLayout::kNCHW ? 2 : 1},
+                 {"stages", pipelined ? 3 : 0}};
   return complete_config(c);
 }
 
@@ -142,7 +163,7 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config) {
   std::string name = "jitune::conv::conv2d_igemm<" + std::string(dtype_cuda_type(p.dtype()));
   for (std::int64_t v : {std::int64_t{s.layout == ImageLayout::kNHWC ? 1 : 0}, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
                          config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
-                         config.at("min_blocks"), std::int64_t{s.bias ? 1 : 0}})
+                         config.at("min_blocks"), config.at("stages"), std::int64_t{s.bias ? 1 : 0}})
     name += ", " + std::to_string(v);
   name += ">";
   return {"#include \"conv2d/conv2d.cuh\"\n", std::move(name)};

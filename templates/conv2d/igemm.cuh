@@ -1,20 +1,26 @@
-// Implicit-GEMM NCHW convolution on tensor cores (conv2d algo 1): float16 / bfloat16 storage, float
-// accumulation, mma.sync m16n8k16 (sm_80+), PyTorch conv2d semantics (stride, zero padding, dilation, bias).
+// Implicit-GEMM convolution on tensor cores (conv2d algo 1), NCHW or channels last (NHWC): float16 / bfloat16
+// storage, float accumulation, mma.sync m16n8k16 (sm_80+), PyTorch conv2d semantics (stride, zero padding,
+// dilation, bias).
 //
 // The convolution as a GEMM: rows m = (n, oy, ox) are output pixels (M = N * P * Q), columns are output
-// channels k (K), and the reduction runs over kk = (c, r, s) (C * R * S), the weights' own order, so a filter
-// row w[k][0..CRS) is one contiguous GEMM column. A block computes a kTileM x kTileN tile of the output;
-// its warps a kWarpsM x kWarpsN grid of (kTileM / kWarpsM) x (kTileN / kWarpsN) warp tiles. The reduction is
-// consumed kTileK at a time: the input patch (im2col, never materialised) and the filter slice are staged in
-// shared memory as [row][kk] with 8 halves of padding per row (ldmatrix reads without bank conflicts), double
-// buffered through registers so the next slice's global loads are in flight while this one is multiplied.
-// NCHW puts a pixel's taps H * W apart, so the patch is gathered element by element: each thread keeps its
-// pixels' byte bases and reads the stage's (c, r, s) offsets and tap displacements from a small table in
-// shared memory (built one stage ahead), so an element costs a table read, two bounds checks and one load.
+// channels k (K), and the reduction runs over kk, the weights' own order ((c, r, s) for KCRS, (r, s, c) for
+// KRSC), so a filter row w[k][0..CRS) is one contiguous GEMM column. A block computes a kTileM x kTileN tile of
+// the output; its warps a kWarpsM x kWarpsN grid of (kTileM / kWarpsM) x (kTileN / kWarpsN) warp tiles. The
+// reduction is consumed kTileK at a time: the input patch (im2col, never materialised) and the filter slice are
+// staged in shared memory as [row][kk] with 8 halves of padding per row (ldmatrix reads without bank conflicts).
+// Two ways to feed the stages (kStages):
+//  - 0, through registers: two shared buffers, the next slice's global loads in flight while this one is
+//    multiplied. Any layout and alignment. NCHW puts a pixel's taps H * W apart, so the patch is gathered
+//    element by element: each thread keeps its pixels' byte bases and reads the stage's (c, r, s) offsets and
+//    tap displacements from a small table in shared memory (built one stage ahead).
+//  - 2 to 4, cp.async: kStages shared buffers written by the copy engine without passing through registers,
+//    kStages - 1 slices in flight while one is multiplied. Channels last with C a multiple of 8 and 16-byte
+//    aligned x and w (the host's variant falls back to 0 for other pointers): an 8-channel tap is one 16-byte
+//    copy, zero-filled outside the input.
 // Weights are read as 16-byte vectors where C * R * S is a multiple of 8 and the pointer is aligned, element by
-// element elsewhere. The epilogue adds the bias in float, converts, stages the tile in shared memory as [k][m]
-// and writes rows of consecutive pixels: 16-byte stores where P * Q is a multiple of 8 and y is aligned,
-// coalesced element stores elsewhere.
+// element elsewhere. The epilogue adds the bias in float, converts, stages the tile in shared memory ([k][m] for
+// NCHW, [m][k] for NHWC) and writes runs of consecutive outputs as 16-byte stores where the run length is a
+// multiple of 8 and y is aligned, coalesced element stores elsewhere.
 #pragma once
 
 #include "common/types.cuh"
@@ -23,16 +29,17 @@ namespace jitune {
 namespace conv {
 
 /// Shared-memory layout of conv2d_igemm, mirrored by the host's igemm_geometry in launch.cpp.
-template <int kTileM, int kTileN, int kTileK>
+template <int kTileM, int kTileN, int kTileK, int kStages>
 struct IgemmGeometry {
   static constexpr int kPitch = kTileK + 8;                             // halves per staged row
   static constexpr int kStage = (kTileM + kTileN) * kPitch;             // halves per buffer (A then B)
+  static constexpr int kBuffers = kStages > 0 ? kStages : 2;
   static constexpr int kOutPitch = kTileM + 8;   // NCHW: halves per staged output channel ([k][m])
   static constexpr int kOutPitchNhwc = kTileN + 8;  // NHWC: halves per staged output pixel ([m][k])
-  static constexpr int kMainBytes = 2 * kStage * 2;                     // two buffers
+  static constexpr int kMainBytes = kBuffers * kStage * 2;
   static constexpr int kOutBytes =
       (kTileN * kOutPitch > kTileM * kOutPitchNhwc ? kTileN * kOutPitch : kTileM * kOutPitchNhwc) * 2;
-  static constexpr int kTableBytes = 2 * kTileK * 16;                  // two stages' reduction tables
+  static constexpr int kTableBytes = kStages > 0 ? 0 : 2 * kTileK * 16;  // two stages' reduction tables
   static constexpr int kBytes = (kMainBytes > kOutBytes ? kMainBytes : kOutBytes) + kTableBytes;
 };
 
@@ -59,6 +66,25 @@ struct MmaType<__nv_bfloat16> {
   }
 };
 
+/// 16 bytes global -> shared through the copy engine (cp.async, sm_80+), cached in L1 (kL1) or only in L2;
+/// zero-filled where `full` is false (then `global` is only a valid address, not read).
+template <bool kL1>
+__device__ __forceinline__ void cp_async_16(void* shared, const void* global, bool full) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  if constexpr (kL1)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(full ? 16 : 0));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(full ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+/// Waits until at most kPending of this thread's committed copy groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
 /// Four 8x8 b16 matrices from shared memory; lane l supplies the address of row l % 8 of matrix l / 8.
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
@@ -69,14 +95,16 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared
 
 // Tunables (host names in brackets): kTileM [tile_m] output pixels and kTileN [tile_n] output channels per
 // block, kTileK [tile_k] reduction elements per stage, kWarpsM x kWarpsN [warps_m, warps_n] warps per block,
-// kMinBlocks [min_blocks] blocks per SM the registers must allow (__launch_bounds__; 2 caps 256 threads at 128).
+// kMinBlocks [min_blocks] blocks per SM the registers must allow (__launch_bounds__; 2 caps 256 threads at 128),
+// kStages [stages] 0: register-staged double buffer, 2..4: cp.async pipeline of that many shared buffers.
 // Problem constants: kNhwc (channels last: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K}), kC, kK channels, kR x kS
 // filter, strides, dilations; kBias adds bias[k].
 template <class T, int kNhwc, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW, int kTileM,
-          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kBias>
+          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kStages, int kBias>
 __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_igemm(Args<T> a) {
   static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
-  using G = IgemmGeometry<kTileM, kTileN, kTileK>;
+  static_assert(kStages == 0 || (kNhwc && kC % 8 == 0 && kStages >= 2), "cp.async stages take 8-channel taps");
+  using G = IgemmGeometry<kTileM, kTileN, kTileK, kStages>;
   constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   constexpr int kWarpM = kTileM / kWarpsM, kWarpN = kTileN / kWarpsN;
   static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are multiples of 16 x 16");
@@ -218,18 +246,9 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-  fill_table(0);
-  if (kKTiles > 1) fill_table(1);
-  __syncthreads();
-  load_tile(0);
-  store_tile(0);
-  __syncthreads();
-#pragma unroll 1
-  for (int kt = 0; kt < kKTiles; ++kt) {
-    if (kt + 1 < kKTiles) load_tile(kt + 1);
-    // Stage kt + 2's table goes where stage kt's was (read by load_tile(kt), before the last barrier).
-    if (kt + 2 < kKTiles) fill_table(kt + 2);
-    const T* const s_a = smem + (kt & 1) * G::kStage;
+  // One stage's products: per 16-wide step, the warp's A and B fragments by ldmatrix, then its MMAs.
+  auto multiply = [&](int buf) {
+    const T* const s_a = smem + buf * G::kStage;
     const T* const s_b = s_a + kTileM * G::kPitch;
 #pragma unroll
     for (int ks = 0; ks < kTileK; ks += 16) {
@@ -247,8 +266,75 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
         for (int j = 0; j < kNI; ++j)
           MmaType<T>::mma(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
     }
-    if (kt + 1 < kKTiles) store_tile((kt + 1) & 1);  // the other buffer: last read before the previous barrier
+  };
+
+  if constexpr (kStages > 0) {
+    // Stage kt's copies into buffer `buf`: each A chunk is the 8 channels (c .. c + 7) of tap (r, s) of one
+    // pixel (kk = (r * S + s) * C + c), each B chunk 8 consecutive weights of one filter row.
+    auto copy_stage = [&](int kt, int buf) {
+      T* const s_a = smem + buf * G::kStage;
+      T* const s_b = s_a + kTileM * G::kPitch;
+#pragma unroll
+      for (int i = 0; i < kAPer; ++i) {
+        const int idx = tid + i * kThreads;
+        if (kAChunks % kThreads != 0 && idx >= kAChunks) continue;
+        const int col = (idx / kTileM) * 8, kk = kt * kTileK + col;
+        const int c = kk % kC, rs = kk / kC, r = rs / kS, dy = r * kDilH, dx = (rs - r * kS) * kDilW;
+        const int iy = iy_base[i] + dy, ix = ix_base[i] + dx;
+        const bool inside = (kCRS % kTileK == 0 || kk < kCRS) && static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) &&
+                            static_cast<unsigned>(ix) < static_cast<unsigned>(a.w);
+        const void* src = inside ? reinterpret_cast<const void*>(base[i] + static_cast<long long>((dy * a.w + dx) * kC + c) * 2)
+                                 : static_cast<const void*>(a.x);
+        cp_async_16<true>(s_a + (idx % kTileM) * G::kPitch + col, src, inside);
+      }
+#pragma unroll
+      for (int i = 0; i < kBPer; ++i) {
+        const int idx = tid + i * kThreads;
+        if (kBChunks % kThreads != 0 && idx >= kBChunks) continue;
+        const int row = idx / kChunksPerRow, col = (idx - row * kChunksPerRow) * 8, kk = kt * kTileK + col;
+        const int k = k0 + row;
+        const bool live = (kK % kTileN == 0 || k < kK) && (kCRS % kTileK == 0 || kk < kCRS);
+        const void* src = live ? static_cast<const void*>(a.wt + static_cast<long long>(k) * kCRS + kk)
+                               : static_cast<const void*>(a.wt);
+        cp_async_16<false>(s_b + row * G::kPitch + col, src, live);
+      }
+    };
+    // Prologue: stages 0 .. kStages - 2 in flight (a group per stage, empty past the reduction, so the count of
+    // groups a wait leaves pending always means the same stages).
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < kKTiles) copy_stage(st, st);
+      cp_async_commit();
+    }
+    int read = 0, write = kStages - 1;
+#pragma unroll 1
+    for (int kt = 0; kt < kKTiles; ++kt) {
+      cp_async_wait<kStages - 2>();  // stage kt has landed (this thread's copies) ...
+      __syncthreads();               // ... everyone's; and buffer `write` (stage kt - 1) is no longer read
+      if (kt + kStages - 1 < kKTiles) copy_stage(kt + kStages - 1, write);
+      cp_async_commit();
+      multiply(read);
+      read = read + 1 == kStages ? 0 : read + 1;
+      write = write + 1 == kStages ? 0 : write + 1;
+    }
+    cp_async_wait<0>();
     __syncthreads();
+  } else {
+    fill_table(0);
+    if (kKTiles > 1) fill_table(1);
+    __syncthreads();
+    load_tile(0);
+    store_tile(0);
+    __syncthreads();
+#pragma unroll 1
+    for (int kt = 0; kt < kKTiles; ++kt) {
+      if (kt + 1 < kKTiles) load_tile(kt + 1);
+      // Stage kt + 2's table goes where stage kt's was (read by load_tile(kt), before the last barrier).
+      if (kt + 2 < kKTiles) fill_table(kt + 2);
+      multiply(kt & 1);
+      if (kt + 1 < kKTiles) store_tile((kt + 1) & 1);  // the other buffer: last read before the previous barrier
+      __syncthreads();
+    }
   }
 
   // Epilogue: accumulators (+ bias) -> shared as T, [k][m] for NCHW, [m][k] for NHWC (the last barrier freed the

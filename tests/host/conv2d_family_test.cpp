@@ -345,6 +345,9 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
             .find("accumulators per thread") != std::string::npos);
   CHECK(why(*f16, {{"tile_n", 128}}, dev).find("at least twice K = 64") != std::string::npos);
   CHECK(why(*f16, {{"out_w", 2}}, dev).find("applies only where algo=0") != std::string::npos);
+  // The cp.async pipeline copies 8-channel taps: channels last, C a multiple of 8.
+  CHECK(why(*f16, {{"stages", 3}}, dev).find("needs channels last with C a multiple of 8 (C = 64, nchw)") !=
+        std::string::npos);
   CHECK(why(*f16, {{"tile_m", 128}, {"warps_m", 1}, {"tile_n", 32}, {"warps_n", 2}, {"tile_k", 32}}, dev)
             .find("warp tile 128 x 16 (tuned") != std::string::npos);
   // Every legal tensor-core candidate of a float16 problem validates; float32 has none.
@@ -383,6 +386,33 @@ TEST_CASE("channels last: the layout is part of the problem, runs only on the im
   CHECK(fam().validate(*f16, direct, dev).find("reads NCHW; channels last runs on the implicit GEMM") !=
         std::string::npos);
   // float32 channels last has no kernel: the check names both reasons' fix.
+  CHECK(h.at("stages") == 3);  // eight channels per tap: the cp.async pipeline
+  Config pipelined = h;
+  auto odd = nhwc("float16", "12");
+  CHECK(fam().heuristic(*odd, dev).at("stages") == 0);
+  CHECK(fam().validate(*odd, pipelined, dev).find("C a multiple of 8 (C = 12, nhwc)") != std::string::npos);
+  for (std::int64_t stages : {2, 4}) {
+    pipelined.set("stages", stages);
+    CHECK(fam().validate(*f16, pipelined, dev).empty());
+  }
+  // Register staging runs there (the variant for misaligned pointers) but is off the tuned neighbourhood.
+  pipelined.set("stages", 0);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*f16), pipelined, dev).empty());
+  CHECK(fam().validate(*f16, pipelined, dev).find("stages 0 where the cp.async pipeline applies") != std::string::npos);
+  // Pointers less than 16-byte aligned (x or w) run the register-staged kernel of the same tiles (slot 1).
+  const std::uint8_t aligned[] = {16, 16, 0, 16}, skewed_x[] = {2, 16, 0, 16}, skewed_w[] = {16, 8, 0, 16},
+                     skewed_y[] = {16, 16, 0, 2};
+  Bindings b;
+  for (auto [classes, slot] : {std::pair{aligned, 0}, {skewed_x, 1}, {skewed_w, 1}, {skewed_y, 0}}) {
+    b.alignment = std::span<const std::uint8_t>(classes, 4);
+    CHECK(fam().variant(*f16, h, b) == slot);
+  }
+  const Config fallback = fam().variant_config(*f16, h, 1, dev);
+  CHECK(fallback.at("stages") == 0);
+  CHECK(fallback.at("tile_m") == h.at("tile_m"));
+  CHECK(templates::conv2d::kernel_limits(as_conv(*f16), fallback, dev).empty());
+  b.alignment = std::span<const std::uint8_t>(skewed_x, 4);
+  CHECK(fam().variant(*f16, fallback, b) == 0);  // already register-staged
   auto f32 = nhwc("float32", "8");
   CHECK(fam().check(*f32, fam().heuristic(*f32, dev), dev).find("channels last runs on the implicit GEMM") !=
         std::string::npos);
@@ -442,7 +472,7 @@ static std::vector<Config> covering_sample(const templates::conv2d::ConvProblem&
 TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90") {
   Compiler compiler;
   for (int cc : {80, 90})
-    for (const char* dtype : {"float32", "float16"}) {
+    for (auto [dtype, layout] : {std::pair{"float32", "nchw"}, {"float16", "nchw"}, {"float16", "nhwc"}}) {
       auto p = problem({{"dtype", dtype},
                         {"n", "2"},
                         {"c", "48"},
@@ -451,7 +481,8 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
                         {"k", "96"},
                         {"r", "3"},
                         {"padding", "1"},
-                        {"bias", "1"}});
+                        {"bias", "1"},
+                        {"layout", layout}});
       const DeviceInfo dev = nominal_device(cc);
       const std::vector<Config> sample = covering_sample(as_conv(*p), dev, 4);
       std::set<std::pair<std::string, std::int64_t>> seen;
@@ -466,10 +497,16 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
           const bool tensor_cores_only = std::string_view(dtype) == "float32" &&
                                          ((param.name == "algo" && value == 1) ||
                                           (param.when == "algo" && param.is == 1 && value != param.values.front()));
-          CHECK(seen.count({param.name, value}) == (too_wide || tensor_cores_only ? 0u : 1u));
+          // The cp.async pipeline copies 8-channel taps of channels last; the direct kernel reads NCHW only.
+          const bool nhwc = std::string_view(layout) == "nhwc";
+          const bool pipeline_only = !nhwc && param.name == "stages" && value > 0;
+          const bool direct_only = nhwc && ((param.name == "algo" && value == 0) ||
+                                            (param.when == "algo" && param.is == 0 && value != param.values.front()));
+          CHECK(seen.count({param.name, value}) ==
+                (too_wide || tensor_cores_only || pipeline_only || direct_only ? 0u : 1u));
         }
-      INFO("sm_", cc, " ", dtype, ": ", sample.size(), " configs");
-      REQUIRE(sample.size() >= 12);
+      INFO("sm_", cc, " ", dtype, " ", layout, ": ", sample.size(), " configs");
+      REQUIRE(sample.size() >= (std::string_view(layout) == "nhwc" ? 6u : 12u));
       tuner::CompilePool pool(compiler, fam(), *p, sample, dev.arch(), 0, true);
       std::size_t compiled = 0;
       while (auto batch = pool.next())
