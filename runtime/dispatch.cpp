@@ -114,7 +114,7 @@ class StreamWorkspace {
 // on a stream allocates it and clears its zeroed range on the stream; the kernel leaves that range zero again
 // when it finishes, and the stream runs the next launch after it, so later launches need no memset. Not for a
 // capturing stream (a graph may replay on any stream, beside direct calls), nor the per-thread default stream
-// (one handle, a stream per thread), nor past kMaxScratches streams; a stream handle is only reused by the
+// (one handle, a stream per thread), nor past kMaxScratches workspaces or kMaxScratchTotal bytes; a stream handle is only reused by the
 // driver after its destroyed stream's work is done. The context must be current.
 void* stream_scratch(Runtime::Impl& impl, const LaunchPrep& prep, CUstream stream) {
   if (!prep.rezeroed_by_kernel || prep.workspace_bytes > Runtime::Impl::kMaxScratchBytes ||
@@ -125,7 +125,9 @@ void* stream_scratch(Runtime::Impl& impl, const LaunchPrep& prep, CUstream strea
     if (s.stream == stream && s.bytes == prep.workspace_bytes && s.zero_begin == prep.zero_begin &&
         s.zero_end == prep.zero_end)
       return reinterpret_cast<void*>(s.ptr);
-  if (impl.scratches.size() >= Runtime::Impl::kMaxScratches) return nullptr;
+  if (impl.scratches.size() >= Runtime::Impl::kMaxScratches ||
+      impl.scratch_total + prep.workspace_bytes > Runtime::Impl::kMaxScratchTotal)
+    return nullptr;
   CUdeviceptr ptr = 0;
   // Relaxed for this thread: a global-mode capture in another thread neither refuses this allocation nor is
   // invalidated by it.
@@ -140,6 +142,7 @@ void* stream_scratch(Runtime::Impl& impl, const LaunchPrep& prep, CUstream strea
     driver::check(r, "cuMemsetD8Async (stream scratch)");
   }
   impl.scratches.push_back({stream, prep.workspace_bytes, prep.zero_begin, prep.zero_end, ptr});
+  impl.scratch_total += prep.workspace_bytes;
   return reinterpret_cast<void*>(ptr);
 }
 

@@ -107,8 +107,13 @@ struct Runtime::Impl {
     std::size_t bytes, zero_begin, zero_end;
     CUdeviceptr ptr;
   };
-  static constexpr std::size_t kMaxScratches = 8;           ///< Streams past these take a stream-ordered workspace.
-  static constexpr std::size_t kMaxScratchBytes = 64 << 10;  ///< Larger workspaces are never kept.
+  /// Kept workspaces (one per stream and workspace shape: a split-K conv2d keeps a few MB of partial tiles per
+  /// problem); past these counts and sizes a launch takes a stream-ordered workspace (allocated and its zeroed range
+  /// cleared per call).
+  static constexpr std::size_t kMaxScratches = 32;
+  static constexpr std::size_t kMaxScratchBytes = std::size_t{64} << 20;   ///< Larger workspaces are never kept.
+  static constexpr std::size_t kMaxScratchTotal = std::size_t{256} << 20;  ///< All kept workspaces together.
+  std::size_t scratch_total = 0;  ///< Bytes of `scratches` (under scratch_mutex).
   std::mutex scratch_mutex;
   std::vector<Scratch> scratches;  ///< Freed by ~Impl, after the context's work is done.
 

@@ -185,7 +185,7 @@ Config heuristic(const ConvProblem& p, const DeviceInfo& device) {
 std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
   if (config.at("algo") == 1) {
     std::string why = igemm_hard_check(p, config, device);
-    return why.empty() ? igemm_neighbourhood_check(p, config) : why;
+    return why.empty() ? igemm_neighbourhood_check(p, config, device) : why;
   }
   std::string why = hard_check(p, config, device);
   if (!why.empty()) return why;

@@ -48,6 +48,12 @@ class ConvFamily final : public Family {
              "implicit GEMM: blocks per SM the register allocation must allow (2: at most 32768 / threads registers)",
              "algo",
              1},
+            {"split_k",
+             {1, 2, 4, 8},
+             "implicit GEMM: blocks sharing each output tile's reduction (a float workspace; the last block sums "
+             "the partials in order)",
+             "algo",
+             1},
             {"stages",
              {0, 2, 3, 4},
              "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-4: a cp.async pipeline "
@@ -123,6 +129,12 @@ class ConvFamily final : public Family {
             {"y", BufferRole::kOut, p.dtype(), {s.n, s.k, p.p(), p.q()}, {}}};
   }
 
+  // Split-K (implicit GEMM): zeroed arrival counters, one per output tile, then a float partial tile per block;
+  // the last block of a tile resets its counter, so a workspace kept for a stream needs no clearing again.
+  LaunchPrep prep(const Problem& problem, const Config& config) const override {
+    return detail::igemm_prep(static_cast<const ConvProblem&>(problem), config);
+  }
+
   // Slot 1: a cp.async pipeline (stages > 0) tuned on 16-byte aligned tensors, called with x or w less aligned,
   // runs the register-staged kernel of the same tiles (it reads any alignment).
   int variant(const Problem&, const Config& tuned, const Bindings& b) const override {
@@ -144,7 +156,7 @@ class ConvFamily final : public Family {
                    KernelArgs& args) const override {
     const auto& p = static_cast<const ConvProblem&>(problem);
     push_args(p, config, b.pointers[0], b.pointers[1], p.shape().bias ? b.pointers[2] : nullptr, b.at(3),
-              args);
+              b.workspace, args);
   }
 
   Workload workload(const Problem& problem, std::uint64_t seed) const override {

@@ -62,9 +62,9 @@ struct TileGeometry {
 TileGeometry tile_geometry(const ConvProblem& problem, const Config& config);
 
 /// Lays out the kernel's templates::conv2d::Args<T> (4 pointers, then n, h, w, p, q, pad_h, pad_w, tiles_x as 32-bit
-/// ints).
+/// ints), then for the implicit GEMM (algo 1) its workspace pointer (Family::prep; null without split-K).
 void push_args(const ConvProblem& problem, const Config& config, const void* x, const void* w,
-               const void* bias, void* y, KernelArgs& args);
+               const void* bias, void* y, void* workspace, KernelArgs& args);
 
 /// Why the kernel cannot run `config` for `problem` on `device` (vector width, divisibility, threads, tile
 /// larger than twice the output, unrolled code size, shared memory, register estimate against the cap), empty

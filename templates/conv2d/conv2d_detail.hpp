@@ -45,6 +45,7 @@ Config complete_config(Config config);
 struct IgemmGeometry {
   int threads = 0, warp_m = 0, warp_n = 0, accumulators = 0, register_estimate = 0;
   std::int64_t m_total = 0, shared_bytes = 0, grid_m = 0, grid_n = 0;
+  std::int64_t k_tiles = 0, per_split = 0;  ///< Stages of tile_k over C * R * S; stages per split_k block.
 };
 IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& config);
 /// What the implicit-GEMM kernel cannot run (dtype, architecture, 32-bit indexing, warp tiles, threads,
@@ -52,13 +53,15 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& config);
 std::string igemm_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 /// The implicit-GEMM configs worth timing: warp tiles of 32-64 x 16-32, at most 8 warps, min_blocks 2 only
 /// where it lowers the register cap, tile_k 16 only for short reductions.
-std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& config);
+std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 /// Whether the untuned default runs on tensor cores (float16 / bfloat16 on sm_80+: channels last always, NCHW
 /// where C * R * S >= 256 and K >= 32).
 bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device);
 /// The implicit-GEMM default: the H100's usual picks by K and the number of output pixels.
 Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device);
 KernelSource igemm_source(const ConvProblem& p, const Config& config);
+/// The split-K workspace (algo 1 with split_k > 1): arrival counters, then the partial tiles; nothing otherwise.
+LaunchPrep igemm_prep(const ConvProblem& p, const Config& config);
 LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config);
 
 }  // namespace jitune::templates::conv2d::detail

@@ -13,6 +13,17 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
 
+// Blocks sharing a tile's reduction where the output tiles leave SMs idle: two where there are fewer tiles than
+// SMs and at least 8 stages to share. On the H100 the tuned picks of the public cases (28 tiles x 36 stages, 98 x 9,
+// 100 x 36) were all split_k 2; 4 ran 1.21x slower than 2 on the first (partial-tile traffic, one summing block).
+std::int64_t heuristic_split(const ConvProblem& p, std::int64_t tm, std::int64_t tn, std::int64_t tk,
+                             const DeviceInfo& device) {
+  const auto& s = p.shape();
+  const std::int64_t tiles = ceil_div(s.n * p.p() * p.q(), tm) * ceil_div(s.k, tn);
+  const std::int64_t k_tiles = ceil_div(s.c * s.r * s.s, tk);
+  return tiles < device.sm_count && k_tiles >= 8 ? 2 : 1;
+}
+
 }  // namespace
 
 Config complete_config(Config config) {
@@ -43,6 +54,8 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
                                          5 * a_per + 32);
   g.grid_m = ceil_div(g.m_total, tm);
   g.grid_n = ceil_div(p.shape().k, tn);
+  g.k_tiles = ceil_div(p.shape().c * p.shape().r * p.shape().s, c.at("tile_k"));
+  g.per_split = ceil_div(g.k_tiles, c.at("split_k"));
   return g;
 }
 
@@ -67,6 +80,13 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
            "(C = " + std::to_string(s.c) + ", " + (s.layout == ImageLayout::kNHWC ? "nhwc" : "nchw") +
            "); stages 0 stages through registers" + cfg();
   const IgemmGeometry g = igemm_geometry(p, c);
+  if ((c.at("split_k") - 1) * g.per_split >= g.k_tiles)
+    return "split_k " + std::to_string(c.at("split_k")) + " leaves a split without work: C * R * S = " +
+           std::to_string(s.c * s.r * s.s) + " is " + std::to_string(g.k_tiles) + " stages of tile_k " +
+           std::to_string(c.at("tile_k")) + cfg();
+  if (g.grid_m * g.grid_n * c.at("split_k") > (std::int64_t{1} << 30))
+    return "split_k " + std::to_string(c.at("split_k")) + " over " + std::to_string(g.grid_m * g.grid_n) +
+           " output tiles: too many partial tiles" + cfg();
   if (g.m_total + c.at("tile_m") > (std::int64_t{1} << 31) - 1)
     return "algo 1 indexes the N * P * Q = " + std::to_string(g.m_total) + " output pixels in 32 bits";
   if (g.warp_m % 16 != 0 || g.warp_n % 16 != 0)
@@ -99,7 +119,7 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
   return {};
 }
 
-std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c) {
+std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
   // Short reductions stage 16 at a time; longer ones 32 or 64 (fewer barriers per MMA).
   const std::int64_t crs = p.shape().c * p.shape().r * p.shape().s;
   if (c.at("tile_k") == 16 && crs > 64)
@@ -119,6 +139,19 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c) {
     return "stages 0 where the cp.async pipeline applies (channels last, C a multiple of 8; tuned: 2 to 4)";
   if (c.at("stages") > 0 && c.at("min_blocks") == 2)
     return "min_blocks 2 with the cp.async pipeline (tuned: 1)";
+  // Split-K pays where the output tiles leave SMs idle, and only with a few stages per split.
+  if (c.at("split_k") > 1) {
+    const IgemmGeometry g = igemm_geometry(p, c);
+    if (g.grid_m * g.grid_n >= device.sm_count)
+      return "split_k " + std::to_string(c.at("split_k")) + " where the " + std::to_string(g.grid_m * g.grid_n) +
+             " output tiles already give every SM a block";
+    if (g.grid_m * g.grid_n * c.at("split_k") > 2 * device.sm_count)
+      return "split_k " + std::to_string(c.at("split_k")) + " over " + std::to_string(g.grid_m * g.grid_n) +
+             " output tiles: more than two blocks per SM";
+    if (g.per_split < 3)
+      return "split_k " + std::to_string(c.at("split_k")) + " leaves " + std::to_string(g.per_split) +
+             " stages per split (at least 3)";
+  }
   if (warps > 8) return std::to_string(warps) + " warps per block (tuned: at most 8)";
   if (c.at("min_blocks") == 2 && 32 * warps * 2 * 255 <= 65536)
     return "min_blocks 2 with " + std::to_string(32 * warps) + " threads: the register cap stays 255";
@@ -154,7 +187,8 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   const Config c{{"algo", 1},     {"tile_m", tm},  {"tile_n", tn},
                  {"tile_k", tk},  {"warps_m", wm}, {"warps_n", wn},
                  {"min_blocks", wm * wn == 8 && s.layout == ImageLayout::kNCHW ? 2 : 1},
-                 {"stages", pipelined ? 3 : 0}};
+                 {"stages", pipelined ? 3 : 0},
+                 {"split_k", heuristic_split(p, tm, tn, tk, device)}};
   return complete_config(c);
 }
 
@@ -163,7 +197,7 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config) {
   std::string name = "jitune::conv::conv2d_igemm<" + std::string(dtype_cuda_type(p.dtype()));
   for (std::int64_t v : {std::int64_t{s.layout == ImageLayout::kNHWC ? 1 : 0}, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
                          config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
-                         config.at("min_blocks"), config.at("stages"), std::int64_t{s.bias ? 1 : 0}})
+                         config.at("min_blocks"), config.at("stages"), config.at("split_k"), std::int64_t{s.bias ? 1 : 0}})
     name += ", " + std::to_string(v);
   name += ">";
   return {"#include \"conv2d/conv2d.cuh\"\n", std::move(name)};
@@ -174,9 +208,24 @@ LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config) {
   LaunchShape shape;
   shape.grid.x = static_cast<unsigned>(g.grid_m);
   shape.grid.y = static_cast<unsigned>(g.grid_n);
+  shape.grid.z = static_cast<unsigned>(config.at("split_k"));
   shape.block.x = static_cast<unsigned>(g.threads);
   shape.shared_bytes = static_cast<unsigned>(g.shared_bytes);
   return shape;
+}
+
+LaunchPrep igemm_prep(const ConvProblem& p, const Config& config) {
+  LaunchPrep prep;
+  if (config.at("algo") != 1 || config.at("split_k") == 1) return prep;
+  const IgemmGeometry g = igemm_geometry(p, config);
+  const auto tiles = static_cast<std::size_t>(g.grid_m * g.grid_n);
+  const std::size_t counters = (tiles * 4 + 255) / 256 * 256;  // conv::igemm_counter_bytes in igemm.cuh
+  prep.zero_begin = 0;
+  prep.zero_end = tiles * 4;
+  prep.workspace_bytes = counters + tiles * static_cast<std::size_t>(config.at("split_k") * config.at("tile_m") *
+                                                                     config.at("tile_n")) * sizeof(float);
+  prep.rezeroed_by_kernel = true;
+  return prep;
 }
 
 }  // namespace jitune::templates::conv2d::detail

@@ -17,6 +17,8 @@
 //    kStages - 1 slices in flight while one is multiplied. Channels last with C a multiple of 8 and 16-byte
 //    aligned x and w (the host's variant falls back to 0 for other pointers): an 8-channel tap is one 16-byte
 //    copy, zero-filled outside the input.
+// Where the output tiles are too few to fill the GPU, kSplitK blocks share a tile's reduction (split-K): each
+// writes its float partial tile to a workspace and the last to arrive sums them in a fixed order.
 // Weights are read as 16-byte vectors where C * R * S is a multiple of 8 and the pointer is aligned, element by
 // element elsewhere. The epilogue adds the bias in float, converts, stages the tile in shared memory ([k][m] for
 // NCHW, [m][k] for NHWC) and writes runs of consecutive outputs as 16-byte stores where the run length is a
@@ -66,6 +68,12 @@ struct MmaType<__nv_bfloat16> {
   }
 };
 
+/// Bytes of split-K arrival counters at the start of conv2d_igemm's workspace (one per output tile; the host's
+/// prep mirrors it).
+__host__ __device__ constexpr unsigned igemm_counter_bytes(unsigned tiles) {
+  return (tiles * 4u + 255u) / 256u * 256u;
+}
+
 /// 16 bytes global -> shared through the copy engine (cp.async, sm_80+), cached in L1 (kL1) or only in L2;
 /// zero-filled where `full` is false (then `global` is only a valid address, not read).
 template <bool kL1>
@@ -96,12 +104,14 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared
 // Tunables (host names in brackets): kTileM [tile_m] output pixels and kTileN [tile_n] output channels per
 // block, kTileK [tile_k] reduction elements per stage, kWarpsM x kWarpsN [warps_m, warps_n] warps per block,
 // kMinBlocks [min_blocks] blocks per SM the registers must allow (__launch_bounds__; 2 caps 256 threads at 128),
-// kStages [stages] 0: register-staged double buffer, 2..4: cp.async pipeline of that many shared buffers.
+// kStages [stages] 0: register-staged double buffer, 2..4: cp.async pipeline of that many shared buffers,
+// kSplitK [split_k] blocks sharing one output tile's reduction (blockIdx.z; workspace: igemm_counter_bytes of
+// zeroed arrival counters, one per tile, then a float partial tile per block).
 // Problem constants: kNhwc (channels last: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K}), kC, kK channels, kR x kS
 // filter, strides, dilations; kBias adds bias[k].
 template <class T, int kNhwc, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW, int kTileM,
-          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kStages, int kBias>
-__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_igemm(Args<T> a) {
+          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kStages, int kSplitK, int kBias>
+__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_igemm(Args<T> a, void* workspace) {
   static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
   static_assert(kStages == 0 || (kNhwc && kC % 8 == 0 && kStages >= 2), "cp.async stages take 8-channel taps");
   using G = IgemmGeometry<kTileM, kTileN, kTileK, kStages>;
@@ -268,6 +278,10 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
     }
   };
 
+  // This block's slices of the reduction: split blockIdx.z of kSplitK takes kPerSplit of the kKTiles stages.
+  constexpr int kPerSplit = (kKTiles + kSplitK - 1) / kSplitK;
+  const int kt0 = blockIdx.z * kPerSplit;
+  const int count = kKTiles - kt0 < kPerSplit ? kKTiles - kt0 : kPerSplit;
   if constexpr (kStages > 0) {
     // Stage kt's copies into buffer `buf`: each A chunk is the 8 channels (c .. c + 7) of tap (r, s) of one
     // pixel (kk = (r * S + s) * C + c), each B chunk 8 consecutive weights of one filter row.
@@ -299,19 +313,19 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
         cp_async_16<false>(s_b + row * G::kPitch + col, src, live);
       }
     };
-    // Prologue: stages 0 .. kStages - 2 in flight (a group per stage, empty past the reduction, so the count of
-    // groups a wait leaves pending always means the same stages).
+    // Prologue: stages 0 .. kStages - 2 of this block's slices in flight (a group per stage, empty past them, so
+    // the count of groups a wait leaves pending always means the same stages).
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) {
-      if (st < kKTiles) copy_stage(st, st);
+      if (st < count) copy_stage(kt0 + st, st);
       cp_async_commit();
     }
     int read = 0, write = kStages - 1;
 #pragma unroll 1
-    for (int kt = 0; kt < kKTiles; ++kt) {
-      cp_async_wait<kStages - 2>();  // stage kt has landed (this thread's copies) ...
-      __syncthreads();               // ... everyone's; and buffer `write` (stage kt - 1) is no longer read
-      if (kt + kStages - 1 < kKTiles) copy_stage(kt + kStages - 1, write);
+    for (int it = 0; it < count; ++it) {
+      cp_async_wait<kStages - 2>();  // slice it has landed (this thread's copies) ...
+      __syncthreads();               // ... everyone's; and buffer `write` (slice it - 1) is no longer read
+      if (it + kStages - 1 < count) copy_stage(kt0 + it + kStages - 1, write);
       cp_async_commit();
       multiply(read);
       read = read + 1 == kStages ? 0 : read + 1;
@@ -319,22 +333,64 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
     }
     cp_async_wait<0>();
     __syncthreads();
-  } else {
-    fill_table(0);
-    if (kKTiles > 1) fill_table(1);
+  } else if (count > 0) {
+    // Tables by stage parity (kt & 1), shared buffers by this block's slice parity (it & 1).
+    fill_table(kt0);
+    if (count > 1) fill_table(kt0 + 1);
     __syncthreads();
-    load_tile(0);
+    load_tile(kt0);
     store_tile(0);
     __syncthreads();
 #pragma unroll 1
-    for (int kt = 0; kt < kKTiles; ++kt) {
-      if (kt + 1 < kKTiles) load_tile(kt + 1);
+    for (int it = 0; it < count; ++it) {
+      const int kt = kt0 + it;
+      if (it + 1 < count) load_tile(kt + 1);
       // Stage kt + 2's table goes where stage kt's was (read by load_tile(kt), before the last barrier).
-      if (kt + 2 < kKTiles) fill_table(kt + 2);
-      multiply(kt & 1);
-      if (kt + 1 < kKTiles) store_tile((kt + 1) & 1);  // the other buffer: last read before the previous barrier
+      if (it + 2 < count) fill_table(kt + 2);
+      multiply(it & 1);
+      if (it + 1 < count) store_tile((it + 1) & 1);  // the other buffer: last read before the previous barrier
       __syncthreads();
     }
+  }
+
+  if constexpr (kSplitK > 1) {
+    // Split reduction: every block stores its float partial tile (element e of every thread contiguous), then
+    // counts itself in; the tile's last block to arrive sums the kSplitK partials in split order (the same
+    // result whichever block is last), resets the counter for the next launch and runs the epilogue.
+    constexpr int kAcc = kMI * kNI * 4;
+    const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+    unsigned* const counters = static_cast<unsigned*>(workspace);
+    float* const partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
+                                                     igemm_counter_bytes(gridDim.x * gridDim.y));
+    float* const mine = partials + (static_cast<long long>(tile) * kSplitK + blockIdx.z) * kAcc * kThreads;
+#pragma unroll
+    for (int i = 0; i < kMI; ++i)
+#pragma unroll
+      for (int j = 0; j < kNI; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) __stcg(mine + ((i * kNI + j) * 4 + e) * kThreads + tid, acc[i][j][e]);
+    __threadfence();
+    __syncthreads();
+    bool last = false;
+    if (tid == 0) {
+      last = atomicAdd(counters + tile, 1u) == kSplitK - 1;
+      if (last) counters[tile] = 0;
+    }
+    if (!__syncthreads_or(last)) return;
+    __threadfence();
+    const float* const first = partials + static_cast<long long>(tile) * kSplitK * kAcc * kThreads;
+#pragma unroll
+    for (int i = 0; i < kMI; ++i)
+#pragma unroll
+      for (int j = 0; j < kNI; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float* src = first + ((i * kNI + j) * 4 + e) * kThreads + tid;
+          float sum = __ldcg(src);
+#pragma unroll 1
+          for (int z = 1; z < kSplitK; ++z) sum += __ldcg(src + static_cast<long long>(z) * kAcc * kThreads);
+          acc[i][j][e] = sum;
+        }
   }
 
   // Epilogue: accumulators (+ bias) -> shared as T, [k][m] for NCHW, [m][k] for NHWC (the last barrier freed the

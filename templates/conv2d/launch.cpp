@@ -81,7 +81,7 @@ TileGeometry tile_geometry(const ConvProblem& problem, const Config& config) {
 }
 
 void push_args(const ConvProblem& p, const Config& config, const void* x, const void* w, const void* bias,
-               void* y, KernelArgs& args) {
+               void* y, void* workspace, KernelArgs& args) {
   struct ArgsLayout {  // templates::conv2d::Args<T> in conv2d.cuh
     const void* x;
     const void* w;
@@ -106,6 +106,7 @@ void push_args(const ConvProblem& p, const Config& config, const void* x, const 
                      static_cast<std::int32_t>(s.pad_w),
                      static_cast<std::int32_t>((p.q() + tile_w - 1) / tile_w)};
   args.push_raw(&a, sizeof a, alignof(ArgsLayout));
+  if (config.at("algo") == 1) args.push(workspace);
 }
 
 }  // namespace jitune::templates::conv2d

@@ -1,7 +1,8 @@
 // GPU tests of the conv2d family through the runtime API: random shapes (every filter size 1-7, stride 1/2,
 // padding 0/1/2, dilation 1/2, N 1/3, bias or not) in float32 / float16 / bfloat16 against the CPU reference
 // with poisoned outputs and misaligned pointers; the tensor-core implicit GEMM over random channel counts; outputs smaller than a tile; batches beyond the grid limit;
-// sampled configurations of the space through the tuner's verification; the tuned pick; N = 0 and bad input.
+// sampled configurations of the space through the tuner's verification, every knob value (cp.async stages and
+// split-K included) launched directly; the tuned pick; N = 0 and bad input.
 #include <jitune/jitune.hpp>
 #include <jitune/tuner.hpp>
 
@@ -167,6 +168,19 @@ TEST_CASE("channels last (NHWC) on the implicit GEMM matches the CPU reference: 
                        doctest::Contains("channels last runs on the implicit GEMM"), InvalidArgument);
 }
 
+TEST_CASE("split-K: repeated calls match the reference and reuse one kept workspace, counters reset by the kernel") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  templates::conv2d::ConvProblem::Shape s;
+  s.c = 256, s.k = 256, s.h = 14, s.w = 14, s.r = s.s = 3, s.pad_h = s.pad_w = 1, s.bias = true;
+  const templates::conv2d::ConvProblem p(DType::kFloat16, s);
+  const Config c = Config::parse(rt.explain("conv2d", p.signature()).config);
+  REQUIRE(c.at("split_k") > 1);  // 196 pixels x 256 channels: too few tiles for the SMs
+  // A stale counter would let a block sum partial tiles that are not all written: every round must still match.
+  for (std::uint64_t round = 0; round < 3; ++round) check_conv(rt, DType::kFloat16, s, 0, 40 + round);
+  CHECK(internal::impl(rt).scratches.size() == 1);
+}
+
 TEST_CASE("the public cases' geometries are correct in float32 and float16") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
@@ -249,7 +263,10 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
         "bias=0;c=48;dilation_h=1;dilation_w=1;dtype=float16;h=37;k=48;layout=nchw;n=1;pad_h=1;pad_w=1;r=3;"
         "s=3;stride_h=1;stride_w=1;w=64",
         "bias=1;c=37;dilation_h=2;dilation_w=1;dtype=bfloat16;h=29;k=70;layout=nchw;n=3;pad_h=2;pad_w=0;r=3;"
-        "s=2;stride_h=2;stride_w=1;w=33"}) {
+        "s=2;stride_h=2;stride_w=1;w=33",
+        // Channels last with C a multiple of 8: the cp.async stages, and every split_k (C * R * S = 576).
+        "bias=1;c=64;dilation_h=1;dilation_w=2;dtype=bfloat16;h=23;k=40;layout=nhwc;n=2;pad_h=2;pad_w=1;r=3;"
+        "s=3;stride_h=2;stride_w=1;w=31"}) {
     auto problem = fam.parse_problem(sig);
     const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);
     // Every value of every knob in some config the kernel can run, scattered over the space.
@@ -265,7 +282,13 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
               for (const auto& [name, v] : all[i].values()) seen.insert({name, v});
               break;
             }
-    REQUIRE(sample.size() >= 10);
+    if (p.shape().layout == ImageLayout::kNHWC) {  // only the implicit GEMM's knobs vary
+      for (std::int64_t v : {2, 3, 4}) CHECK(seen.count({"stages", v}) == 1);
+      for (std::int64_t v : {2, 4, 8}) CHECK(seen.count({"split_k", v}) == 1);
+      REQUIRE(sample.size() >= 5);
+    } else {
+      REQUIRE(sample.size() >= 10);
+    }
     const Workload w = fam.workload(p, 31);
     const auto expected = fam.reference(p, w);
     tuner::DeviceWorkload dw(fam, p, w, expected);
@@ -283,8 +306,10 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
         LaunchShape shape = fam.launch_shape(p, config, rt.device());
         ready_function(f, shape, rt.device());
         KernelArgs args;
-        fam.kernel_args(p, config, dw.bindings(fam.prep(p, config)), args);
+        const LaunchPrep prep = fam.prep(p, config);
+        fam.kernel_args(p, config, dw.bindings(prep), args);
         dw.reset_outputs(stream.get());
+        dw.prepare_launch(prep, stream.get());  // split-K: the arrival counters start at zero
         driver::check(launch_kernel(f, shape, stream.get(), args.pointers()), "launch_kernel");
         JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
         std::vector<std::byte> got(w.output_bytes[0]);
