@@ -65,6 +65,32 @@ std::string check_record_shape(const Record& record) {
   return {};
 }
 
+const Record& majority_record(const std::vector<Record>& repeats, double noise, int* votes) {
+  std::size_t fastest = 0;
+  for (std::size_t i = 1; i < repeats.size(); ++i)
+    if (repeats[i].time_us < repeats[fastest].time_us) fastest = i;
+  const double bound = repeats[fastest].time_us * (1.0 + noise);
+  // Per config: its votes and its fastest record; only configs whose best time is within the bound compete.
+  std::size_t best = fastest;
+  int best_votes = 0;
+  for (std::size_t i = 0; i < repeats.size(); ++i) {
+    int count = 0;
+    std::size_t quickest = i;
+    for (std::size_t j = 0; j < repeats.size(); ++j) {
+      if (repeats[j].config != repeats[i].config) continue;
+      ++count;
+      if (repeats[j].time_us < repeats[quickest].time_us) quickest = j;
+    }
+    if (repeats[quickest].time_us > bound) continue;
+    if (count > best_votes || (count == best_votes && repeats[quickest].time_us < repeats[best].time_us)) {
+      best = quickest;
+      best_votes = count;
+    }
+  }
+  if (votes) *votes = best_votes;
+  return repeats[best];
+}
+
 std::string utc_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};

@@ -49,6 +49,13 @@ struct Measurement {
   std::string created_at;
 };
 
+/// Repeated tunings of one key (shards or reruns that tuned the same problem on the same device model): the
+/// record of the config that most of them chose among the configs whose best time is within `noise` (relative,
+/// e.g. 0.03) of the fastest, and of that config the fastest record; ties go to the faster config. A config
+/// measured just outside the noise bound never wins on votes; one that is faster by more than the noise always
+/// does. `votes` (when given) receives how many records chose the winner's config. `repeats` must not be empty.
+const Record& majority_record(const std::vector<Record>& repeats, double noise, int* votes = nullptr);
+
 /// Checks the numbers and key fields of a record (finite positive time, reps >= 1, cc 10..200, ...): what is
 /// wrong, empty if nothing.
 std::string check_record_shape(const Record& record);

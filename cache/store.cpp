@@ -1,6 +1,7 @@
 // Store implementation: the schema (creation, version checks), opening read-write or read-only, the records'
-// and measurements' queries, and the import / merge policy (validate; new keys added, a stored record replaced by a faster one only when trusted)
-// over the SQLite wrapper (cache/sqlite.hpp) and the JSON Lines format (cache/jsonl.hpp).
+// and measurements' queries, and the import / merge policies (validate; new keys added, a stored record replaced
+// by a faster one only when trusted, or by the majority of repeated shards when merged by vote) over the SQLite
+// wrapper (cache/sqlite.hpp) and the JSON Lines format (cache/jsonl.hpp).
 #include "cache/store.hpp"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -312,7 +314,8 @@ struct Store::Impl {
   // Validates `incoming` (shape, then `validate`), then writes the accepted records in one transaction: new keys
   // added; a stored record replaced only when `trust` and the incoming one is faster.
   ImportReport import_records(std::vector<Incoming> incoming, ImportReport report,
-                              const RecordValidator& validate, const std::string& what, bool trust) {
+                              const RecordValidator& validate, const std::string& what, bool trust,
+                              bool replace = false) {
     auto prefix = [](std::size_t line) {
       return line == 0 ? std::string() : "line " + std::to_string(line) + ": ";
     };
@@ -361,6 +364,12 @@ struct Store::Impl {
         const bool faster = existing_time && item.record.time_us < *existing_time;
         if (!existing_time) {
           ++attempt.added;
+        } else if (replace) {  // decided before (merge_majority), whichever is faster
+          ++attempt.replaced;
+          attempt.issues.push_back({item.line, prefix(item.line) + "replaced " + describe(item.record.key) + ": " +
+                                                   format_number(*existing_time) + " us -> " +
+                                                   format_number(item.record.time_us) + " us (" +
+                                                   item.record.config + ")"});
         } else if (faster && trust) {
           ++attempt.replaced;
           attempt.issues.push_back({item.line, prefix(item.line) + "replaced " + describe(item.record.key) +
@@ -540,6 +549,50 @@ ImportReport Store::merge_from(const Store& other, const RecordValidator& valida
   for (Record& record : other.records()) incoming.push_back({0, std::move(record)});
   return impl_->import_records(std::move(incoming), ImportReport{}, validate,
                                "merge " + other.path().string(), trust);
+}
+
+ImportReport Store::merge_majority(const std::vector<const Store*>& others, const RecordValidator& validate,
+                                   double noise) {
+  impl_->db.require_writable("merge into it");
+  if (!(noise >= 0 && noise < 1))
+    throw InvalidArgument("merge noise must be in [0, 1) (got " + format_number(noise) + ")");
+  auto key_of = [](const RecordKey& k) {
+    return std::tuple(k.family, k.template_hash, k.signature, k.device_name, k.cc, k.sm_count, k.nvrtc_version);
+  };
+  ImportReport report;
+  std::map<decltype(key_of(RecordKey{})), std::vector<Record>> groups;
+  for (const Store* other : others)
+    for (Record& record : other->records()) {
+      std::string problem = check_record_shape(record);
+      if (problem.empty() && validate) problem = validate(record);
+      if (!problem.empty()) {
+        ++report.rejected;
+        report.issues.push_back(
+            {0, "rejected " + describe(record.key) + " of " + other->path().string() + ": " + problem});
+        continue;
+      }
+      groups[key_of(record.key)].push_back(std::move(record));
+    }
+  std::map<decltype(key_of(RecordKey{})), Record> stored;
+  for (Record& record : records()) stored.emplace(key_of(record.key), std::move(record));
+  std::vector<Impl::Incoming> incoming;
+  for (auto& [key, repeats] : groups) {
+    const auto mine = stored.find(key);
+    if (mine != stored.end()) repeats.push_back(mine->second);  // the stored record votes too
+    int votes = 0;
+    const Record& pick = majority_record(repeats, noise, &votes);
+    if (mine != stored.end() && pick.config == mine->second.config) {
+      ++report.kept;
+      continue;
+    }
+    if (repeats.size() > 1)
+      report.issues.push_back({0, "majority: " + describe(pick.key) + ": " + pick.config + " (" +
+                                      format_number(pick.time_us) + " us), chosen by " + std::to_string(votes) +
+                                      " of " + std::to_string(repeats.size()) + " records within " +
+                                      format_number(noise * 100) + "% of the fastest"});
+    incoming.push_back({0, pick});
+  }
+  return impl_->import_records(std::move(incoming), std::move(report), nullptr, "merge", false, /*replace=*/true);
 }
 
 }  // namespace jitune::cache

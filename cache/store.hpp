@@ -98,6 +98,12 @@ class Store {
   ImportReport import_jsonl(const std::filesystem::path& in, const RecordValidator& validate, bool trust = false);
   /// Same policy as import_jsonl, from another SQLite store.
   ImportReport merge_from(const Store& other, const RecordValidator& validate, bool trust = false);
+  /// Merges repeated tunings (shards or reruns that tuned the same keys): per key, the stored record (if any) and
+  /// every other store's record vote, and majority_record(noise) decides; the winner replaces the stored record
+  /// when it differs (the report says so, with the votes). Records are validated as import_jsonl's; keys held
+  /// once are added as they are.
+  ImportReport merge_majority(const std::vector<const Store*>& others, const RecordValidator& validate,
+                              double noise);
 
  private:
   struct Impl;

@@ -387,6 +387,32 @@ TEST_CASE("cache list, show, export, import and merge") {
   CHECK(merge.code == 0);
   CHECK(merge.out.find("1 replaced") != std::string::npos);
   CHECK(time_of_n1000() == 2.5);
+
+  // --majority over repeated shards: two shards chose another config within 3% of the stored 2.5 us, so the
+  // majority (2 of 3 records) replaces it although it is slower; a lone faster claim does not.
+  auto config_of_n1000 = [&] {
+    cache::Store s(dir.path / "c.sqlite", cache::OpenMode::kReadOnly);
+    for (const auto& r : s.records())
+      if (r.key.signature.find("n=1000;") != std::string::npos || r.key.signature.ends_with("n=1000"))
+        return r.config;
+    return std::string("none");
+  };
+  for (const auto& [name, us] : {std::pair{"shard1.sqlite", 2.52}, {"shard2.sqlite", 2.55}}) {
+    cache::Store s(dir.path / name, cache::OpenMode::kReadWrite);
+    cache::Record r = sample_record(1000, us);
+    r.config = "block=128,pack=4,unroll=2,waves=8";
+    s.put(r);
+  }
+  Result both = run(dir.cache() + " cache merge --majority --trust " + (dir.path / "shard1.sqlite").string());
+  CHECK(both.code != 0);  // two policies at once: refused before anything is read
+  CHECK(config_of_n1000() == "block=256,pack=4,unroll=2,waves=8");
+  Result majority = run(dir.cache() + " cache merge --majority " + (dir.path / "shard1.sqlite").string() + " " +
+                        (dir.path / "shard2.sqlite").string());
+  CHECK(majority.code == 0);
+  CHECK_MESSAGE(majority.out.find("chosen by 2 of 3 records within 3% of the fastest") != std::string::npos,
+                majority.out);
+  CHECK(config_of_n1000() == "block=128,pack=4,unroll=2,waves=8");
+  CHECK(time_of_n1000() == 2.52);
 }
 
 TEST_CASE("a cache file that is not SQLite is reported and left untouched") {

@@ -1,5 +1,6 @@
 // Tests of the tuning store's JSON Lines export / import and merge: the line format round trip, record shape
-// checks, bad lines named by number, unreadable files, and the faster record kept per key.
+// checks, bad lines named by number, unreadable files, the faster record kept per key, and the majority merge of
+// repeated shards.
 #include "store_test_support.hpp"
 
 using namespace store_test;
@@ -236,18 +237,25 @@ TEST_CASE("import_jsonl of a file that cannot be read writes nothing") {
   CHECK(store.records().size() == 1);
 }
 
+// make_record with a config of its own.
+static Record with(const std::string& signature, double time_us, const std::string& config) {
+  Record record = make_record(signature, time_us);
+  record.config = config;
+  return record;
+}
+
+// The stored record of make_key(signature), if any.
+static std::optional<Record> find_stored(const Store& store, const std::string& signature) {
+  const RecordKey key = make_key(signature);
+  return store.find_exact(key.family, key.template_hash, key.signature, key.device_name, key.cc, key.sm_count,
+                          key.nvrtc_version);
+}
+
 TEST_CASE("import_jsonl and merge_from: trusted, the faster record stays; untrusted, the stored one") {
   TempDir dir;
   const RecordValidator accept_all = [](const Record&) { return std::string(); };
-  auto with = [](const std::string& signature, double time_us, const std::string& config) {
-    Record record = make_record(signature, time_us);
-    record.config = config;
-    return record;
-  };
   auto config_of = [](const Store& store, const std::string& signature) {
-    const RecordKey key = make_key(signature);
-    const auto found = store.find_exact(key.family, key.template_hash, key.signature, key.device_name, key.cc,
-                                        key.sm_count, key.nvrtc_version);
+    const auto found = find_stored(store, signature);
     return found ? found->config + " " + std::to_string(found->time_us) : std::string("none");
   };
 
@@ -327,6 +335,86 @@ TEST_CASE("import_jsonl and merge_from: trusted, the faster record stays; untrus
     CHECK(self.kept == 3);
     CHECK(self.added + self.replaced + self.rejected == 0);
   }
+}
+
+TEST_CASE("majority_record: the config most repeats chose within the noise bound, its fastest record") {
+  auto rec = [](const std::string& config, double time_us) {
+    Record record = make_record("p", time_us);
+    record.config = config;
+    return record;
+  };
+  int votes = 0;
+  // Three shards: two chose A (10.2, 10.4 us), one chose B, the fastest by 1% (a noise win): A stays.
+  std::vector<Record> repeats = {rec("A", 10.2), rec("B", 10.1), rec("A", 10.4)};
+  const Record& a = majority_record(repeats, 0.03, &votes);
+  CHECK(a.config == "A");
+  CHECK(a.time_us == 10.2);  // the fastest record of the winning config
+  CHECK(votes == 2);
+  // B faster by more than the noise bound: A's votes do not count (its best time is out of the bound).
+  repeats = {rec("A", 10.2), rec("B", 9.0), rec("A", 10.4)};
+  CHECK(majority_record(repeats, 0.03, &votes).config == "B");
+  CHECK(votes == 1);
+  // With no noise allowed only the fastest config competes; with a wide bound the majority wins.
+  repeats = {rec("A", 10.2), rec("B", 10.1), rec("A", 10.4)};
+  CHECK(majority_record(repeats, 0.0).config == "B");
+  CHECK(majority_record(repeats, 0.2).config == "A");
+  // A tie in votes goes to the faster config; a single record is its own majority.
+  repeats = {rec("A", 10.2), rec("B", 10.1)};
+  CHECK(majority_record(repeats, 0.05).config == "B");
+  repeats = {rec("C", 3.0)};
+  CHECK(majority_record(repeats, 0.03, &votes).config == "C");
+  CHECK(votes == 1);
+}
+
+TEST_CASE("merge_majority: repeated shards vote per key with the stored record; nothing stored is lost") {
+  TempDir dir;
+  const RecordValidator reject_block7 = [](const Record& record) {
+    return record.config == "block=7" ? std::string("config outside the space") : std::string();
+  };
+  auto config_of = [](const Store& store, const std::string& signature) {
+    const auto found = find_stored(store, signature);
+    return found ? found->config : std::string("none");
+  };
+  Store store(dir / "s.db", OpenMode::kReadWrite);
+  store.put(with("noisy", 10.0, "block=128"));   // two shards beat it by 1% with another config: they win
+  store.put(with("steady", 8.0, "block=64"));    // the shards agree with it: kept
+  store.put(with("only_here", 5.0, "block=32"));  // no shard tuned it: untouched
+  Store s1(dir / "1.db", OpenMode::kReadWrite), s2(dir / "2.db", OpenMode::kReadWrite),
+      s3(dir / "3.db", OpenMode::kReadWrite);
+  s1.put(with("noisy", 9.9, "block=256"));
+  s2.put(with("noisy", 9.95, "block=256"));
+  s3.put(with("noisy", 9.5, "block=512"));  // fastest, but 4% ahead of block=256 and alone
+  s1.put(with("steady", 7.9, "block=1024"));
+  s2.put(with("steady", 8.1, "block=64"));
+  s3.put(with("steady", 8.05, "block=64"));
+  s1.put(with("new", 4.0, "block=16"));
+  s2.put(with("refused", 1.0, "block=7"));
+  const ImportReport report = store.merge_majority({&s1, &s2, &s3}, reject_block7, 0.05);
+  std::string all;
+  for (const auto& issue : report.issues) all += issue.message + "\n";
+  INFO(all);
+  CHECK(report.added == 1);     // new
+  CHECK(report.replaced == 1);  // noisy
+  CHECK(report.kept == 1);      // steady
+  CHECK(report.rejected == 1);  // refused
+  CHECK(config_of(store, "noisy") == "block=256");
+  CHECK(config_of(store, "steady") == "block=64");
+  CHECK(config_of(store, "only_here") == "block=32");
+  CHECK(config_of(store, "new") == "block=16");
+  CHECK(config_of(store, "refused") == "none");
+  CHECK(all.find("majority: permute [noisy]") != std::string::npos);
+  CHECK(all.find("chosen by 2 of 4 records within 5% of the fastest") != std::string::npos);
+  CHECK(all.find("replaced permute [noisy]") != std::string::npos);
+  CHECK(all.find(": 10 us -> 9.9 us (block=256)") != std::string::npos);
+  CHECK(all.find("config outside the space") != std::string::npos);
+  CHECK(store.records().size() == 4);
+  // The same merge again changes nothing: every key's majority is what is stored now.
+  const ImportReport again = store.merge_majority({&s1, &s2, &s3}, reject_block7, 0.05);
+  CHECK(again.kept == 3);
+  CHECK(again.added + again.replaced == 0);
+  CHECK_THROWS_AS(store.merge_majority({&s1}, nullptr, 1.5), InvalidArgument);
+  Store read_only(dir / "s.db", OpenMode::kReadOnly);
+  CHECK_THROWS_AS(read_only.merge_majority({&s1}, nullptr, 0.03), StoreError);
 }
 
 TEST_CASE("import limits: deep nesting, long lines, long fields and many features are rejected line by line") {

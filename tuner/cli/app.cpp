@@ -179,10 +179,16 @@ void CliApp::add_cache_commands() {
   import_->add_flag("--verify", verify_, "re-time each record of this GPU here (its config beside the stored "
                                          "winner and the default) and store what wins here (needs the GPU)")
       ->excludes(trust);
-  merge_ = cache_->add_subcommand("merge", "merge another SQLite cache (new keys added, stored records kept unless "
-                                           "--trust)");
-  merge_->add_option("file", file_, "other .sqlite cache")->required()->check(CLI::ExistingFile);
-  merge_->add_flag("--trust", trust_, "let a faster incoming record replace a stored one");
+  merge_ = cache_->add_subcommand("merge", "merge other SQLite caches, in order (new keys added, stored records kept "
+                                           "unless --trust or --majority)");
+  merge_->add_option("files", merge_files_, "other .sqlite caches")->required()->check(CLI::ExistingFile);
+  auto* merge_trust = merge_->add_flag("--trust", trust_, "let a faster incoming record replace a stored one");
+  merge_->add_flag("--majority", majority_,
+                   "repeated tunings of the same keys (shards, reruns): per key the stored and incoming records "
+                   "vote; the config most of them chose among those within --noise of the fastest wins")
+      ->excludes(merge_trust);
+  merge_->add_option("--noise", merge_noise_, "with --majority: relative time within which configs tie (default 0.03)")
+      ->check(CLI::Range(0.0, 0.5));
   revalidate_ = cache_->add_subcommand("revalidate", "re-time each stored winner and its best runners-up on this "
                                                      "device, driver and toolkit; update the records (no full re-tune)");
   revalidate_->add_option("--family", list_family_, "only this family");
@@ -359,7 +365,7 @@ int CliApp::run() {
       }
       if (*export_) return cache_export(common_, file_, force_);
       if (*import_) return verify_ ? cache_import_verified(common_, file_) : cache_import(common_, file_, trust_);
-      if (*merge_) return cache_merge(common_, file_, trust_);
+      if (*merge_) return cache_merge(common_, merge_files_, trust_, majority_ ? merge_noise_ : -1.0);
       if (*revalidate_) return cache_revalidate(common_, list_family_, runners_up_);
       if (*paths_) return cache_paths(common_);
     }

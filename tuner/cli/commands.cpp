@@ -960,10 +960,22 @@ int cache_import_verified(const Common& common, const std::string& file) {
   return rep.rejected || failed ? kExitError : 0;
 }
 
-int cache_merge(const Common& common, const std::string& file, bool trust) {
-  cache::Store other(file, cache::OpenMode::kReadOnly);
+int cache_merge(const Common& common, const std::vector<std::string>& files, bool trust, double majority_noise) {
+  std::vector<std::unique_ptr<cache::Store>> others;
+  for (const std::string& file : files) others.push_back(std::make_unique<cache::Store>(file, cache::OpenMode::kReadOnly));
   cache::Store store(cache_path(common), cache::OpenMode::kReadWrite);
-  auto rep = store.merge_from(other, check_with_registry, trust);
+  cache::ImportReport rep;
+  if (majority_noise >= 0) {
+    std::vector<const cache::Store*> views;
+    for (const auto& other : others) views.push_back(other.get());
+    rep = store.merge_majority(views, check_with_registry, majority_noise);
+  } else {
+    for (const auto& other : others) {
+      const cache::ImportReport one = store.merge_from(*other, check_with_registry, trust);
+      rep.added += one.added, rep.replaced += one.replaced, rep.kept += one.kept, rep.rejected += one.rejected;
+      rep.issues.insert(rep.issues.end(), one.issues.begin(), one.issues.end());
+    }
+  }
   print_report(rep, common);
   return rep.rejected ? kExitError : 0;
 }

@@ -65,7 +65,9 @@ int cache_import(const Common& common, const std::string& file, bool trust);
 /// Imports with every record of this device re-timed here first (its config side by side with the stored winner
 /// and the default; the winner measured here is stored); records of other devices follow the plain policy.
 int cache_import_verified(const Common& common, const std::string& file);
-int cache_merge(const Common& common, const std::string& file, bool trust);
+/// Merges `files` in order (trust: a faster incoming record replaces a stored one), or with `majority_noise` >= 0
+/// all of them at once by Store::merge_majority.
+int cache_merge(const Common& common, const std::vector<std::string>& files, bool trust, double majority_noise);
 int cache_revalidate(const Common& common, const std::string& family, int runners_up);
 /// Compiles the kernel each default-suite case would run (the config explain decides: on this GPU, or without one
 /// for --device-name / every device with --all-devices) into a binary folder, so a later process's first call on
