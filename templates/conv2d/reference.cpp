@@ -20,6 +20,19 @@ std::vector<std::byte> random_tensor(DType dtype, std::uint64_t count, std::uint
   return buf;
 }
 
+// {outer, a, b, c} -> {outer, c, a, b}: NHWC to NCHW, and KRSC to KCRS.
+std::vector<float> channels_first(const std::vector<float>& v, std::int64_t outer, std::int64_t a, std::int64_t b,
+                                  std::int64_t c) {
+  std::vector<float> out(v.size());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < a; ++i)
+      for (std::int64_t j = 0; j < b; ++j)
+        for (std::int64_t k = 0; k < c; ++k)
+          out[static_cast<std::size_t>(((o * c + k) * a + i) * b + j)] =
+              v[static_cast<std::size_t>(((o * a + i) * b + j) * c + k)];
+  return out;
+}
+
 }  // namespace
 
 namespace detail {
@@ -46,22 +59,9 @@ std::vector<std::vector<std::byte>> reference(const ConvProblem& p, const Worklo
   };
   std::vector<float> x = to_floats(work.inputs[0]), wt = to_floats(work.inputs[1]);
   const bool nhwc = s.layout == ImageLayout::kNHWC;
-  if (nhwc) {  // to NCHW / KCRS, the order the loops below read
-    std::vector<float> xt(x.size()), wtt(wt.size());
-    for (std::int64_t n = 0; n < s.n; ++n)
-      for (std::int64_t y = 0; y < s.h; ++y)
-        for (std::int64_t xx = 0; xx < s.w; ++xx)
-          for (std::int64_t c = 0; c < s.c; ++c)
-            xt[static_cast<std::size_t>(((n * s.c + c) * s.h + y) * s.w + xx)] =
-                x[static_cast<std::size_t>(((n * s.h + y) * s.w + xx) * s.c + c)];
-    for (std::int64_t k = 0; k < s.k; ++k)
-      for (std::int64_t r = 0; r < s.r; ++r)
-        for (std::int64_t t = 0; t < s.s; ++t)
-          for (std::int64_t c = 0; c < s.c; ++c)
-            wtt[static_cast<std::size_t>(((k * s.c + c) * s.r + r) * s.s + t)] =
-                wt[static_cast<std::size_t>(((k * s.r + r) * s.s + t) * s.c + c)];
-    x = std::move(xt);
-    wt = std::move(wtt);
+  if (nhwc) {  // to NCHW / KCRS, the order the loops below read: both move the innermost channel axis second
+    x = channels_first(x, s.n, s.h, s.w, s.c);
+    wt = channels_first(wt, s.k, s.r, s.s, s.c);
   }
   const std::vector<float> bias = s.bias ? to_floats(work.inputs[2]) : std::vector<float>();
   const std::int64_t P = p.p(), Q = p.q();
