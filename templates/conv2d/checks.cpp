@@ -153,6 +153,10 @@ namespace detail {
 
 Config heuristic(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
+  if (tcd_preferred(p, device)) {
+    const Config tc = tcd_heuristic(p, device);
+    if (tcd_hard_check(p, tc, device).empty()) return tc;
+  }
   if (igemm_preferred(p, device)) {
     const Config tc = igemm_heuristic(p, device);
     if (igemm_hard_check(p, tc, device).empty()) return tc;
@@ -187,6 +191,10 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
     std::string why = igemm_hard_check(p, config, device);
     return why.empty() ? igemm_neighbourhood_check(p, config, device) : why;
   }
+  if (config.at("algo") == 2) {
+    std::string why = tcd_hard_check(p, config, device);
+    return why.empty() ? tcd_neighbourhood_check(p, config, device) : why;
+  }
   std::string why = hard_check(p, config, device);
   if (!why.empty()) return why;
   // The tuned neighbourhood of the default: only where the default itself is legal (ordinary problems).
@@ -199,6 +207,7 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
 
 std::string kernel_limits(const ConvProblem& problem, const Config& config, const DeviceInfo& device) {
   if (config.at("algo") == 1) return detail::igemm_hard_check(problem, config, device);
+  if (config.at("algo") == 2) return detail::tcd_hard_check(problem, config, device);
   return hard_check(problem, config, device);
 }
 

@@ -9,9 +9,10 @@ class ConvFamily final : public Family {
   ConvFamily()
       : space_({
             {"algo",
-             {0, 1},
+             {0, 1, 2},
              "0: direct kernel (FFMA on shared-memory tiles, any dtype); 1: implicit GEMM on tensor cores "
-             "(mma.sync, float16 / bfloat16, sm_80+)"},
+             "(mma.sync, float16 / bfloat16, sm_80+); 2: direct on tensor cores (a shared halo tile read by "
+             "ldmatrix, short reductions, float16 / bfloat16, sm_80+)"},
             {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", 0},
             {"out_w", {1, 2, 4}, "direct: contiguous output columns per thread", "algo", 0},
             {"block_h", {1, 2, 4, 8, 16}, "direct: thread rows per block (tile height = block_h * out_h)", "algo", 0},
@@ -60,6 +61,12 @@ class ConvFamily final : public Family {
              "of that many shared buffers (channels last, C a multiple of 8)",
              "algo",
              1},
+            {"rows", {1, 2, 4, 8, 16, 32}, "tensor-core direct: output rows per block", "algo", 2},
+            {"cols", {16, 32, 64, 128}, "tensor-core direct: output columns per block", "algo", 2},
+            {"n_block", {8, 16, 32, 64}, "tensor-core direct: output channels per block (8 or a multiple of 16)",
+             "algo", 2},
+            {"warps", {2, 4, 8}, "tensor-core direct: warps per block", "algo", 2},
+            {"m_tiles", {1, 2, 4}, "tensor-core direct: 16-pixel groups a warp computes at once", "algo", 2},
         }) {}
 
   std::string_view name() const override { return "conv2d"; }
@@ -106,8 +113,8 @@ class ConvFamily final : public Family {
     return detail::source(static_cast<const ConvProblem&>(problem), config);
   }
 
-  LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo&) const override {
-    return detail::launch_shape(static_cast<const ConvProblem&>(problem), config);
+  LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
+    return detail::launch_shape(static_cast<const ConvProblem&>(problem), config, device);
   }
 
   std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {

@@ -335,3 +335,4 @@ __global__ void __maxnreg__(kMaxRegs) conv2d(Args<T> a) {
 }  // namespace jitune
 
 #include "conv2d/igemm.cuh"  // algo 1: the implicit-GEMM kernel on tensor cores
+#include "conv2d/tcd.cuh"    // algo 2: the direct kernel on tensor cores

@@ -29,8 +29,9 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
 // launch.cpp
 /// The kernel's name expression (Family::source).
 KernelSource source(const ConvProblem& p, const Config& config);
-/// One block per output tile and k_block channels, grid z over the batch (Family::launch_shape).
-LaunchShape launch_shape(const ConvProblem& p, const Config& config);
+/// One block per output tile and k_block channels, grid z over the batch; algo 2: persistent blocks
+/// (Family::launch_shape).
+LaunchShape launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 
 // reference.cpp
 /// Random x, w and bias, never zero (Family::workload).
@@ -63,5 +64,29 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config);
 /// The split-K workspace (algo 1 with split_k > 1): arrival counters, then the partial tiles; nothing otherwise.
 LaunchPrep igemm_prep(const ConvProblem& p, const Config& config);
 LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config);
+
+// tcd.cpp: the tensor-core direct variant (algo 2)
+/// tcd.cuh's block shape, halo tile and shared memory for a config, with the register estimate the limits use.
+struct TcdGeometry {
+  int threads = 0;
+  std::int64_t chunks = 0, pitch = 0;   ///< 16-byte chunks of a pixel's channels; chunks per staged pixel (odd).
+  std::int64_t halo_h = 0, halo_w = 0;  ///< The staged input tile with its halo.
+  std::int64_t steps = 0, groups = 0;   ///< k16 steps of the reduction; 16-pixel groups of the block.
+  std::int64_t shared_bytes = 0, filter_registers = 0, register_estimate = 0;
+  std::int64_t tiles_x = 0, tiles_y = 0, tiles = 0, grid_n = 0;  ///< tiles: of the whole batch.
+};
+TcdGeometry tcd_geometry(const ConvProblem& p, const Config& config);
+/// What the tensor-core direct kernel cannot run (dtype, architecture, filter registers, shared memory, 32-bit
+/// tile numbering, tiles mostly idle), empty if it can.
+std::string tcd_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// The configs worth timing: 128 to 1024 pixels a block, every channel of K in one block up to 64.
+std::string tcd_neighbourhood_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// Whether the untuned default runs the tensor-core direct kernel: float16 / bfloat16 on sm_80+, C >= 4 and
+/// C * R * S <= 288 (its default must also pass the kernel's limits).
+bool tcd_preferred(const ConvProblem& p, const DeviceInfo& device);
+/// The tensor-core direct default: 512-pixel tiles shaped by the output, K in one block up to 64.
+Config tcd_heuristic(const ConvProblem& p, const DeviceInfo& device);
+KernelSource tcd_source(const ConvProblem& p, const Config& config);
+LaunchShape tcd_launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 
 }  // namespace jitune::templates::conv2d::detail

@@ -30,7 +30,7 @@
 namespace jitune {
 namespace conv {
 
-/// Shared-memory layout of conv2d_igemm, mirrored by the host's igemm_geometry in launch.cpp.
+/// Shared-memory layout of conv2d_igemm, mirrored by the host's igemm_geometry in igemm.cpp.
 template <int kTileM, int kTileN, int kTileK, int kStages>
 struct IgemmGeometry {
   static constexpr int kPitch = kTileK + 8;                             // halves per staged row
@@ -93,12 +93,15 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-/// Four 8x8 b16 matrices from shared memory; lane l supplies the address of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+/// Four 8x8 b16 matrices from shared memory; lane l supplies the (shared-space) address of row l % 8 of
+/// matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address));
+}
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared) {
+  ldmatrix_x4(r, static_cast<unsigned>(__cvta_generic_to_shared(shared)));
 }
 
 // Tunables (host names in brackets): kTileM [tile_m] output pixels and kTileN [tile_n] output channels per

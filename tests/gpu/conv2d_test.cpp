@@ -1,8 +1,9 @@
 // GPU tests of the conv2d family through the runtime API: random shapes (every filter size 1-7, stride 1/2,
 // padding 0/1/2, dilation 1/2, N 1/3, bias or not) in float32 / float16 / bfloat16 against the CPU reference
 // with poisoned outputs and misaligned pointers; the tensor-core implicit GEMM over random channel counts; outputs smaller than a tile; batches beyond the grid limit;
-// sampled configurations of the space through the tuner's verification, every knob value (cp.async stages and
-// split-K included) launched directly; the tuned pick; N = 0 and bad input.
+// the tensor-core direct kernel (algo 2) over both layouts and odd channel counts; sampled configurations of the
+// space through the tuner's verification, every knob value (cp.async stages, split-K and algo 2's tiles included)
+// launched directly; the tuned pick; N = 0 and bad input.
 #include <jitune/jitune.hpp>
 #include <jitune/tuner.hpp>
 
@@ -125,7 +126,9 @@ TEST_CASE("the tensor-core implicit GEMM (algo 1) matches the CPU reference: odd
     const DType dtype = variant % 2 ? DType::kBFloat16 : DType::kFloat16;
     const templates::conv2d::ConvProblem p(dtype, s);
     INFO(p.signature());
-    CHECK(Config::parse(rt.explain("conv2d", p.signature()).config).at("algo") == 1);
+    // Tensor cores; the implicit GEMM for long reductions (short ones may take the tensor-core direct kernel).
+    const std::int64_t algo = Config::parse(rt.explain("conv2d", p.signature()).config).at("algo");
+    CHECK((s.c * s.r * s.s > 288 ? algo == 1 : algo != 0));
     // Misaligned pointers (scalar weight loads and output stores) on every third case.
     check_conv(rt, dtype, s, static_cast<std::size_t>(variant % 3 == 2 ? pick(1, 3) : 0), 5000 + cases);
     ++cases;
@@ -153,7 +156,9 @@ TEST_CASE("channels last (NHWC) on the implicit GEMM matches the CPU reference: 
     const DType dtype = cases % 2 ? DType::kBFloat16 : DType::kFloat16;
     const templates::conv2d::ConvProblem p(dtype, s);
     INFO(p.signature());
-    CHECK(Config::parse(rt.explain("conv2d", p.signature()).config).at("algo") == 1);
+    // Tensor cores; the implicit GEMM for long reductions and three channels or fewer.
+    const std::int64_t algo = Config::parse(rt.explain("conv2d", p.signature()).config).at("algo");
+    CHECK((s.c * s.r * s.s > 288 || s.c < 4 ? algo == 1 : algo != 0));
     // Misaligned pointers (element gathers and stores even where C allows vectors) on every third case.
     check_conv(rt, dtype, s, static_cast<std::size_t>(cases % 3 == 2 ? pick(1, 3) : 0), 7000 + cases);
     ++cases;
@@ -166,6 +171,39 @@ TEST_CASE("channels last (NHWC) on the implicit GEMM matches the CPU reference: 
   Buffer x(8 * 8 * 8 * 4), w(8 * 9 * 8 * 4), y(8 * 6 * 6 * 4);
   CHECK_THROWS_WITH_AS(conv2d(rt, x.at(0), w.at(0), nullptr, y.at(0), params_of(s), DType::kFloat32),
                        doctest::Contains("channels last runs on the implicit GEMM"), InvalidArgument);
+}
+
+TEST_CASE("the tensor-core direct kernel (algo 2) matches the CPU reference: both layouts, odd channels, strides, paddings, dilations") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  std::mt19937_64 rng(2611);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  int cases = 0;
+  for (int variant = 0; variant < 16; ++variant) {
+    templates::conv2d::ConvProblem::Shape s;
+    s.layout = variant % 2 ? ImageLayout::kNHWC : ImageLayout::kNCHW;
+    s.r = pick(1, 5);
+    s.s = variant % 3 == 0 ? s.r : pick(1, 5);
+    s.n = pick(1, 3);
+    // Channel counts on and off the 8-channel chunks (C = 16 and 8 take the cp.async fill channels last), K on
+    // and off the 8-channel MMA tiles; C * R * S short enough (<= 288) for the default to take algo 2.
+    const std::int64_t channels[] = {16, 4, 8, 13, 6, 24, 5, 16};
+    s.c = channels[variant % 8];
+    s.k = variant % 4 == 0 ? 16 : pick(1, 40);
+    while (s.c * s.r * s.s > 288) s.s > 1 ? --s.s : --s.r;
+    s.bias = variant % 3 != 1;
+    random_geometry(rng, s, 40, 90);
+    const DType dtype = variant % 4 < 2 ? DType::kFloat16 : DType::kBFloat16;
+    const templates::conv2d::ConvProblem p(dtype, s);
+    INFO(p.signature());
+    CHECK(Config::parse(rt.explain("conv2d", p.signature()).config).at("algo") == 2);
+    // Misaligned pointers (element fills and stores) on every third case.
+    check_conv(rt, dtype, s, static_cast<std::size_t>(variant % 3 == 2 ? pick(1, 3) : 0), 9000 + cases);
+    ++cases;
+  }
+  CHECK(cases == 16);
 }
 
 TEST_CASE("split-K: repeated calls match the reference and reuse one kept workspace, counters reset by the kernel") {
@@ -229,7 +267,10 @@ TEST_CASE("sampled configurations of the space all verify (tuner verification pa
         "bias=0;c=8;dilation_h=1;dilation_w=1;dtype=float16;h=45;k=8;layout=nchw;n=1;pad_h=1;pad_w=1;r=3;s=3;"
         "stride_h=1;stride_w=1;w=64",
         "bias=0;c=6;dilation_h=1;dilation_w=2;dtype=float32;h=50;k=12;layout=nchw;n=1;pad_h=0;pad_w=0;r=7;s=2;"
-        "stride_h=2;stride_w=1;w=48"}) {
+        "stride_h=2;stride_w=1;w=48",
+        // Channels last with 16 channels: the tensor-core direct kernel's cp.async fill among the candidates.
+        "bias=0;c=16;dilation_h=1;dilation_w=2;dtype=bfloat16;h=33;k=16;layout=nhwc;n=1;pad_h=1;pad_w=2;r=3;"
+        "s=3;stride_h=2;stride_w=1;w=70"}) {
     auto problem = fam.parse_problem(sig);
     tuner::TuneOptions opt;
     opt.strategy = tuner::Strategy::kRandom;
@@ -264,6 +305,12 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
         "s=3;stride_h=1;stride_w=1;w=64",
         "bias=1;c=37;dilation_h=2;dilation_w=1;dtype=bfloat16;h=29;k=70;layout=nchw;n=3;pad_h=2;pad_w=0;r=3;"
         "s=2;stride_h=2;stride_w=1;w=33",
+        // Three channels on the tensor-core direct kernel (an odd chunk count: the zero chunk), dilated.
+        "bias=1;c=3;dilation_h=2;dilation_w=2;dtype=float16;h=50;k=8;layout=nchw;n=1;pad_h=0;pad_w=3;r=5;"
+        "s=5;stride_h=1;stride_w=2;w=90",
+        // Every knob of the tensor-core direct kernel (K = 37: every n_block; one padded chunk a pixel).
+        "bias=1;c=5;dilation_h=1;dilation_w=1;dtype=float16;h=40;k=37;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;"
+        "s=2;stride_h=1;stride_w=1;w=70",
         // Channels last with C a multiple of 8: the cp.async stages, and every split_k (C * R * S = 576).
         "bias=1;c=64;dilation_h=1;dilation_w=2;dtype=bfloat16;h=23;k=40;layout=nhwc;n=2;pad_h=2;pad_w=1;r=3;"
         "s=3;stride_h=2;stride_w=1;w=31"}) {

@@ -9,6 +9,7 @@
 
 #include "runtime/compiler.hpp"
 #include "templates/conv2d/conv2d.hpp"
+#include "templates/conv2d/conv2d_detail.hpp"
 #include "templates/host_float.hpp"
 #include "templates/sources.hpp"
 #include "tuner/compile_pool.hpp"
@@ -330,7 +331,7 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
   CHECK(tc.at("out_h") == 1);  // the direct kernel's knobs hold their first values
   CHECK(fam().heuristic(*conv("bfloat16", "64", "64"), dev).at("algo") == 1);
   CHECK(fam().heuristic(*f32, dev).at("algo") == 0);  // no precision loss without an explicit opt-in
-  CHECK(fam().heuristic(*few, dev).at("algo") == 0);  // few channels: the direct kernel
+  CHECK(fam().heuristic(*few, dev).at("algo") != 1);  // few channels: a direct kernel
   CHECK(fam().heuristic(*f16, nominal_device(80)).at("algo") == 1);
   auto why = [&](const Problem& p, std::initializer_list<std::pair<const char*, std::int64_t>> changes,
                  const DeviceInfo& d) {
@@ -392,16 +393,16 @@ TEST_CASE("channels last: the layout is part of the problem, runs only on the im
     return problem({{"dtype", dtype}, {"n", "2"}, {"c", c}, {"h", "20"}, {"w", "18"}, {"k", "24"}, {"r", "3"},
                     {"padding", "1"}, {"layout", "nhwc"}});
   };
-  auto f16 = nhwc("float16", "8");
+  auto f16 = nhwc("float16", "40");  // C * R * S = 360: the implicit GEMM's default
   CHECK(f16->signature().find(";layout=nhwc;") != std::string::npos);
   CHECK(fam().parse_problem(f16->signature())->signature() == f16->signature());
   CHECK(f16->group() == "float16|nhwc|f=3x3|st=1x1|d=1x1");
   // Stored shapes, channels innermost.
   const auto bufs = fam().buffers(*f16);
-  CHECK(bufs[0].shape == std::vector<std::int64_t>{2, 20, 18, 8});
-  CHECK(bufs[1].shape == std::vector<std::int64_t>{24, 3, 3, 8});
+  CHECK(bufs[0].shape == std::vector<std::int64_t>{2, 20, 18, 40});
+  CHECK(bufs[1].shape == std::vector<std::int64_t>{24, 3, 3, 40});
   CHECK(bufs[3].shape == std::vector<std::int64_t>{2, 20, 18, 24});
-  // Few channels still take the tensor cores: the direct kernel reads NCHW only.
+  // Channels last takes the tensor cores: the direct kernel reads NCHW only.
   const Config h = fam().heuristic(*f16, dev);
   CHECK(h.at("algo") == 1);
   CHECK(fam().validate(*f16, h, dev).empty());
@@ -413,9 +414,9 @@ TEST_CASE("channels last: the layout is part of the problem, runs only on the im
   // float32 channels last has no kernel: the check names both reasons' fix.
   CHECK(h.at("stages") == 3);  // eight channels per tap: the cp.async pipeline
   Config pipelined = h;
-  auto odd = nhwc("float16", "12");
+  auto odd = nhwc("float16", "36");
   CHECK(fam().heuristic(*odd, dev).at("stages") == 0);
-  CHECK(fam().validate(*odd, pipelined, dev).find("C a multiple of 8 (C = 12, nhwc)") != std::string::npos);
+  CHECK(fam().validate(*odd, pipelined, dev).find("C a multiple of 8 (C = 36, nhwc)") != std::string::npos);
   for (std::int64_t stages : {2, 4}) {
     pipelined.set("stages", stages);
     CHECK(fam().validate(*f16, pipelined, dev).empty());
@@ -438,7 +439,7 @@ TEST_CASE("channels last: the layout is part of the problem, runs only on the im
   CHECK(templates::conv2d::kernel_limits(as_conv(*f16), fallback, dev).empty());
   b.alignment = std::span<const std::uint8_t>(skewed_x, 4);
   CHECK(fam().variant(*f16, fallback, b) == 0);  // already register-staged
-  auto f32 = nhwc("float32", "8");
+  auto f32 = nhwc("float32", "40");
   CHECK(fam().check(*f32, fam().heuristic(*f32, dev), dev).find("channels last runs on the implicit GEMM") !=
         std::string::npos);
   std::size_t pruned = 0;
@@ -451,13 +452,13 @@ TEST_CASE("channels last: the layout is part of the problem, runs only on the im
   const auto out = fam().reference(*f16, w)[0];
   const std::int64_t n = 1, k = 5, oy = 0, ox = 17;  // padding row and column
   double want = 0;
-  for (std::int64_t c = 0; c < 8; ++c)
+  for (std::int64_t c = 0; c < 40; ++c)
     for (std::int64_t r = 0; r < 3; ++r)
       for (std::int64_t t = 0; t < 3; ++t) {
         const std::int64_t iy = oy - 1 + r, ix = ox - 1 + t;
         if (iy < 0 || iy >= 20 || ix < 0 || ix >= 18) continue;
-        want += load_element(DType::kFloat16, w.inputs[0].data(), static_cast<std::uint64_t>(((n * 20 + iy) * 18 + ix) * 8 + c)) *
-                load_element(DType::kFloat16, w.inputs[1].data(), static_cast<std::uint64_t>(((k * 3 + r) * 3 + t) * 8 + c));
+        want += load_element(DType::kFloat16, w.inputs[0].data(), static_cast<std::uint64_t>(((n * 20 + iy) * 18 + ix) * 40 + c)) *
+                load_element(DType::kFloat16, w.inputs[1].data(), static_cast<std::uint64_t>(((k * 3 + r) * 3 + t) * 40 + c));
       }
   const double got = load_element(DType::kFloat16, out.data(), static_cast<std::uint64_t>(((n * 20 + oy) * 18 + ox) * 24 + k));
   CHECK(got == doctest::Approx(want).epsilon(2e-3));
@@ -528,8 +529,11 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
           const bool pipeline_only = !nhwc && param.name == "stages" && value > 0;
           const bool direct_only = nhwc && ((param.name == "algo" && value == 0) ||
                                             (param.when == "algo" && param.is == 0 && value != param.values.front()));
+          // C * R * S = 864 is beyond the tensor-core direct kernel's filter registers (its own test below).
+          const bool short_reduction_only =
+              (param.name == "algo" && value == 2) || (param.when == "algo" && param.is == 2 && value != param.values.front());
           CHECK(seen.count({param.name, value}) ==
-                (too_wide || tensor_cores_only || pipeline_only || direct_only ? 0u : 1u));
+                (too_wide || tensor_cores_only || pipeline_only || direct_only || short_reduction_only ? 0u : 1u));
         }
       INFO("sm_", cc, " ", dtype, " ", layout, ": ", sample.size(), " configs");
       REQUIRE(sample.size() >= (std::string_view(layout) == "nhwc" ? 6u : 12u));
@@ -544,6 +548,96 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
         }
       CHECK(compiled == sample.size());
     }
+}
+
+TEST_CASE("NVRTC compiles the tensor-core direct kernel (algo 2) over every knob value, for sm_80 and sm_90") {
+  Compiler compiler;
+  // NCHW with 5 channels (one padded chunk a pixel) and K = 37 (every n_block); channels last with C = 16 (the
+  // cp.async fill), strides and dilations; an odd chunk count (C = 3, 5 x 5: the zero chunk).
+  const char* signatures[] = {
+      "bias=1;c=5;dilation_h=1;dilation_w=1;dtype=float16;h=40;k=37;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;s=2;"
+      "stride_h=1;stride_w=1;w=70",
+      "bias=0;c=16;dilation_h=1;dilation_w=2;dtype=bfloat16;h=33;k=16;layout=nhwc;n=1;pad_h=1;pad_w=2;r=3;s=3;"
+      "stride_h=2;stride_w=1;w=70",
+      "bias=1;c=3;dilation_h=2;dilation_w=2;dtype=float16;h=50;k=8;layout=nchw;n=1;pad_h=0;pad_w=3;r=5;s=5;"
+      "stride_h=1;stride_w=2;w=90"};
+  for (int cc : {80, 90})
+    for (const char* signature : signatures) {
+      auto p = fam().parse_problem(signature);
+      const DeviceInfo dev = nominal_device(cc);
+      // For each value of each of algo 2's knobs, a config the kernel can run with it, where one exists.
+      std::vector<Config> all = fam().space().enumerate(), sample;
+      std::set<std::pair<std::string, std::int64_t>> seen;
+      for (const Param& param : fam().space().params())
+        if (param.when == "algo" && param.is == 2)
+          for (std::int64_t value : param.values) {
+            if (seen.count({param.name, value})) continue;
+            for (std::size_t i = (value * 7919u) % all.size(), n = 0; n < all.size(); ++n, i = (i + 7919) % all.size())
+              if (all[i].at("algo") == 2 && all[i].at(param.name) == value &&
+                  templates::conv2d::kernel_limits(as_conv(*p), all[i], dev).empty()) {
+                sample.push_back(all[i]);
+                for (const auto& [name, v] : all[i].values()) seen.insert({name, v});
+                break;
+              }
+            INFO(signature, " ", param.name, "=", value);
+            // K = 16 (C * R * S = 144) allows n_block 8 or 16 on the second problem; K = 8 only 8 and Q = 44
+            // no 128 columns on the third; the first allows every value.
+            const bool second = signature == signatures[1], third = signature == signatures[2];
+            const bool refused = (param.name == "n_block" && ((second && value > 16) || (third && value > 8))) ||
+                                 (third && param.name == "cols" && value == 128);
+            CHECK(seen.count({param.name, value}) == (refused ? 0u : 1u));
+          }
+      REQUIRE(sample.size() >= 4u);
+      tuner::CompilePool pool(compiler, fam(), *p, sample, dev.arch(), 0, true);
+      std::size_t compiled = 0;
+      while (auto batch = pool.next())
+        for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
+          INFO(signature, " ", sample[batch->candidates[b]].text(), "\n", batch->output->log);
+          REQUIRE(batch->output->ok);
+          CHECK(batch->output->resources.at(batch->unit[b]).registers > 0);
+          ++compiled;
+        }
+      CHECK(compiled == sample.size());
+    }
+}
+
+TEST_CASE("the tensor-core direct kernel's limits: filter registers, tile shapes, dtype; its default where C * R * S is short") {
+  const DeviceInfo dev = nominal_device(90);
+  auto f16 = problem({{"dtype", "float16"}, {"c", "16"}, {"h", "512"}, {"w", "512"}, {"k", "16"}, {"r", "3"}});
+  const Config h = fam().heuristic(*f16, dev);
+  CHECK(h.at("algo") == 2);
+  CHECK(h.at("n_block") == 16);
+  CHECK(fam().check(*f16, h, dev).empty());
+  const auto g = templates::conv2d::detail::tcd_geometry(as_conv(*f16), h);
+  CHECK(g.chunks == 2);
+  CHECK(g.pitch == 3);  // odd: eight pixels' chunks on distinct banks
+  CHECK(g.steps == 9);
+  CHECK(g.filter_registers == 36);
+  // 64 channels a block at C * R * S = 144 would keep 144 filter registers.
+  Config wide = h;
+  wide.set("n_block", 64);
+  auto k64 = problem({{"dtype", "float16"}, {"c", "16"}, {"h", "64"}, {"w", "64"}, {"k", "64"}, {"r", "3"}});
+  CHECK(templates::conv2d::kernel_limits(as_conv(*k64), wide, dev).find("filter registers") != std::string::npos);
+  // Three channels (five of eight staged channels padding) keep the direct kernel; long reductions the implicit
+  // GEMM.
+  auto c3 = problem({{"dtype", "float16"}, {"c", "3"}, {"h", "224"}, {"w", "224"}, {"k", "16"}, {"r", "3"}});
+  CHECK(fam().heuristic(*c3, dev).at("algo") == 0);
+  auto long_red = problem({{"dtype", "float16"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "3"}});
+  CHECK(fam().heuristic(*long_red, dev).at("algo") != 2);
+  // float32 and pre-Ampere devices never take it.
+  auto f32 = problem({{"dtype", "float32"}, {"c", "16"}, {"h", "64"}, {"w", "64"}, {"k", "16"}, {"r", "3"}});
+  CHECK(fam().heuristic(*f32, dev).at("algo") == 0);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*f32), h, dev).find("float16 or bfloat16") != std::string::npos);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*f16), h, nominal_device(75)).find("sm_80") != std::string::npos);
+  // Uneven splits of the 16-pixel groups over warps x m_tiles, and n_block 32 or 48 shapes, are refused.
+  Config uneven = h;
+  uneven.set("rows", 1), uneven.set("cols", 16), uneven.set("warps", 2);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*f16), uneven, dev).find("evenly") != std::string::npos);
+  // The default of a tiny output shrinks its tile to the image.
+  auto tiny = problem({{"dtype", "bfloat16"}, {"c", "8"}, {"h", "9"}, {"w", "9"}, {"k", "3"}, {"r", "3"}});
+  const Config t = fam().heuristic(*tiny, dev);
+  CHECK(t.at("algo") == 2);
+  CHECK(fam().check(*tiny, t, dev).empty());
 }
 
 TEST_CASE("the heuristics of the public cases and odd geometries compile without spilling") {
