@@ -81,8 +81,8 @@ TcdGeometry tcd_geometry(const ConvProblem& p, const Config& config);
 std::string tcd_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 /// The configs worth timing: 128 to 1024 pixels a block, every channel of K in one block up to 64.
 std::string tcd_neighbourhood_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
-/// Whether the untuned default runs the tensor-core direct kernel: float16 / bfloat16 on sm_80+, C >= 4 and
-/// C * R * S <= 288 (its default must also pass the kernel's limits).
+/// Whether the untuned default runs the tensor-core direct kernel: float16 / bfloat16 on sm_80+, 4 <= C <= 32
+/// and C * R * S <= 288 (its default must also pass the kernel's limits).
 bool tcd_preferred(const ConvProblem& p, const DeviceInfo& device);
 /// The tensor-core direct default: 512-pixel tiles shaped by the output, K in one block up to 64.
 Config tcd_heuristic(const ConvProblem& p, const DeviceInfo& device);

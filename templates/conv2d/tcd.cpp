@@ -120,9 +120,10 @@ std::string tcd_neighbourhood_check(const ConvProblem& p, const Config& c, const
 bool tcd_preferred(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
   // Measured on the H100 (bench/RESULTS.md, 2026-11-26): C = 16, 6 and 4 ran 1.10-2.3x faster than the direct
-  // kernel; C = 3 (five of eight staged channels padding) 0.89x.
+  // kernel; C = 3 (five of eight staged channels padding) 0.89x; a 1x1 over C = 256 (short, but 32 chunks a
+  // pixel) 3.4x slower than the implicit GEMM.
   return (p.dtype() == DType::kFloat16 || p.dtype() == DType::kBFloat16) && device.cc() >= 80 && s.c >= 4 &&
-         s.c * s.r * s.s <= 288;
+         s.c <= 32 && s.c * s.r * s.s <= 288;
 }
 
 Config tcd_heuristic(const ConvProblem& p, const DeviceInfo& device) {

@@ -128,7 +128,7 @@ TEST_CASE("the tensor-core implicit GEMM (algo 1) matches the CPU reference: odd
     INFO(p.signature());
     // Tensor cores; the implicit GEMM for long reductions (short ones may take the tensor-core direct kernel).
     const std::int64_t algo = Config::parse(rt.explain("conv2d", p.signature()).config).at("algo");
-    CHECK((s.c * s.r * s.s > 288 ? algo == 1 : algo != 0));
+    CHECK((s.c * s.r * s.s > 288 || s.c > 32 ? algo == 1 : algo != 0));
     // Misaligned pointers (scalar weight loads and output stores) on every third case.
     check_conv(rt, dtype, s, static_cast<std::size_t>(variant % 3 == 2 ? pick(1, 3) : 0), 5000 + cases);
     ++cases;
@@ -158,7 +158,7 @@ TEST_CASE("channels last (NHWC) on the implicit GEMM matches the CPU reference: 
     INFO(p.signature());
     // Tensor cores; the implicit GEMM for long reductions and three channels or fewer.
     const std::int64_t algo = Config::parse(rt.explain("conv2d", p.signature()).config).at("algo");
-    CHECK((s.c * s.r * s.s > 288 || s.c < 4 ? algo == 1 : algo != 0));
+    CHECK((s.c * s.r * s.s > 288 || s.c < 4 || s.c > 32 ? algo == 1 : algo != 0));
     // Misaligned pointers (element gathers and stores even where C allows vectors) on every third case.
     check_conv(rt, dtype, s, static_cast<std::size_t>(cases % 3 == 2 ? pick(1, 3) : 0), 7000 + cases);
     ++cases;

@@ -622,6 +622,9 @@ TEST_CASE("the tensor-core direct kernel's limits: filter registers, tile shapes
   // GEMM.
   auto c3 = problem({{"dtype", "float16"}, {"c", "3"}, {"h", "224"}, {"w", "224"}, {"k", "16"}, {"r", "3"}});
   CHECK(fam().heuristic(*c3, dev).at("algo") == 0);
+  // A 1x1 over 256 channels is short (C * R * S = 256) but 32 chunks a pixel: the implicit GEMM.
+  auto c256 = problem({{"dtype", "float16"}, {"c", "256"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "1"}});
+  CHECK(fam().heuristic(*c256, dev).at("algo") == 1);
   auto long_red = problem({{"dtype", "float16"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "3"}});
   CHECK(fam().heuristic(*long_red, dev).at("algo") != 2);
   // float32 and pre-Ampere devices never take it.
