@@ -88,6 +88,9 @@ std::string tcd_hard_check(const ConvProblem& p, const Config& c, const DeviceIn
   // One image's offsets in the halo fill and the output are 64-bit; the tile and block indices are 32-bit.
   if (g.tiles >= (std::int64_t{1} << 30))
     return "algo 2 numbers the " + std::to_string(g.tiles) + " output tiles of the batch in 32 bits";
+  if (g.grid_n > 65535)
+    return "K = " + std::to_string(s.k) + " in blocks of " + std::to_string(nb) +
+           " channels needs more than 65535 blocks along grid y" + cfg();
   if (s.h + 2 * s.pad_h >= (std::int64_t{1} << 29) || s.w + 2 * s.pad_w >= (std::int64_t{1} << 29))
     return "algo 2 indexes the padded image rows and columns (H = " + std::to_string(s.h) +
            ", W = " + std::to_string(s.w) + ") in 32 bits";
@@ -159,7 +162,8 @@ KernelSource tcd_source(const ConvProblem& p, const Config& config) {
 LaunchShape tcd_launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
   const TcdGeometry g = tcd_geometry(p, config);
   // Persistent blocks: as many as fit the SMs at once (by threads, shared memory and the register estimate),
-  // each looping over tiles, never more than the tiles.
+  // each looping over tiles, never more than the tiles. The estimate can exceed what the compiled kernel's
+  // registers allow; the blocks beyond then start as others finish (the same tiles, one more filter staging).
   const std::int64_t by_threads = device.max_threads_per_sm / g.threads;
   const std::int64_t by_shared = device.max_shared_per_sm / (g.shared_bytes + 1024);
   const std::int64_t by_registers = device.registers_per_sm / (g.threads * std::max<std::int64_t>(64, g.register_estimate));
