@@ -8,7 +8,7 @@ namespace jitune::templates::conv2d {
 namespace {
 
 constexpr std::int64_t kMaxUnrolledFmas = 4096;  // per input channel and thread: instruction-cache budget
-constexpr std::int64_t kMaxRegisters = 255;
+using detail::kMaxRegisters;
 constexpr std::int64_t kMaxPrefetch = 24;  // double buffering: loads held in registers per thread
 
 std::int64_t largest_divisor(std::int64_t n, std::initializer_list<std::int64_t> options) {

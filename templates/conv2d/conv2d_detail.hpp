@@ -12,6 +12,12 @@
 
 namespace jitune::templates::conv2d::detail {
 
+/// Registers a thread can hold; the kernels' register estimates are checked against it.
+inline constexpr std::int64_t kMaxRegisters = 255;
+inline constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
 // problem.cpp
 /// The problem of the options dtype, n, c, h, w, k, r, s, stride, padding, dilation, bias
 /// (Family::make_problem).

@@ -6,12 +6,7 @@
 namespace jitune::templates::conv2d::detail {
 namespace {
 
-constexpr std::int64_t kMaxRegisters = 255;
 constexpr std::int64_t kMaxAccumulators = 128;  // floats per thread: the rest of the body needs the other half
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  return (a + b - 1) / b;
-}
 
 // Blocks sharing a tile's reduction where the output tiles leave SMs idle: two where there are fewer tiles than
 // SMs and at least 8 stages to share. On the H100 the tuned picks of the public cases (28 tiles x 36 stages, 98 x 9,

@@ -6,14 +6,9 @@
 namespace jitune::templates::conv2d::detail {
 namespace {
 
-constexpr std::int64_t kMaxRegisters = 255;
 // Filter fragments a thread keeps for the whole block: more would crowd out the accumulators and A fragments
 // (C * R * S of about 288 for 16 channels a block, 576 for 8).
 constexpr std::int64_t kMaxFilterRegisters = 72;
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  return (a + b - 1) / b;
-}
 
 // Output channels a block by default: K rounded up to 8, 16, 32 or 64, halved while the filter fragments would
 // exceed their registers.
@@ -88,9 +83,6 @@ std::string tcd_hard_check(const ConvProblem& p, const Config& c, const DeviceIn
   // One image's offsets in the halo fill and the output are 64-bit; the tile and block indices are 32-bit.
   if (g.tiles >= (std::int64_t{1} << 30))
     return "algo 2 numbers the " + std::to_string(g.tiles) + " output tiles of the batch in 32 bits";
-  if (g.grid_n > 65535)
-    return "K = " + std::to_string(s.k) + " in blocks of " + std::to_string(nb) +
-           " channels needs more than 65535 blocks along grid y" + cfg();
   if (s.h + 2 * s.pad_h >= (std::int64_t{1} << 29) || s.w + 2 * s.pad_w >= (std::int64_t{1} << 29))
     return "algo 2 indexes the padded image rows and columns (H = " + std::to_string(s.h) +
            ", W = " + std::to_string(s.w) + ") in 32 bits";
