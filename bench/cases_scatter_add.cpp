@@ -55,8 +55,9 @@ nlohmann::json contention_point(Context& ctx, nlohmann::json& row, std::int64_t 
                                 CUstream stream) {
   const Family& fam = templates::scatter_add::scatter_add_family();
   Runtime::Impl& impl = internal::impl(ctx.tuned);
-  const Config plain{{"atomic", 0},  {"workspace", 0}, {"prereduce", 0},
-                     {"block", 256}, {"items", 4},     {"vec", 1}};
+  const Config plain{{"atomic", 0}, {"workspace", 0}, {"prereduce", 0}, {"block", 256},   {"items", 4},
+                     {"vec", 1},    {"order", 0},     {"cache", 0},     {"partition", 0}, {"bucket", 15},
+                     {"segment", 18}};
   Config fast = plain;
   fast.set("atomic", 1);
   struct Variant {

@@ -81,10 +81,19 @@ void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& d
   if (shape.shared_bytes > 48 * 1024)
     JITUNE_CU_CHECK(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        static_cast<int>(shape.shared_bytes)));
-  if (shape.balance_units == 0) return;
+  if (shape.balance_units == 0 && !shape.cooperative) return;
   int per_sm = 0;
   JITUNE_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
       &per_sm, function, static_cast<int>(shape.block.volume()), shape.shared_bytes));
+  if (shape.cooperative) {
+    if (per_sm < 1)
+      throw Error("jitune internal error: a cooperative kernel of " + std::to_string(shape.block.volume()) +
+                  " threads and " + std::to_string(shape.shared_bytes) +
+                  " bytes of shared memory cannot be resident on an SM (the family's check should refuse it)");
+    shape.grid.x = static_cast<unsigned>(std::clamp<std::uint64_t>(
+        shape.grid.x, 1, std::uint64_t(per_sm) * std::uint64_t(std::max(device.sm_count, 1))));
+    return;
+  }
   const std::uint64_t resident =
       std::uint64_t(std::max(per_sm, 1)) * std::uint64_t(std::max(device.sm_count, 1));
   const std::uint64_t per_block = (shape.balance_units + resident - 1) / resident;
@@ -94,12 +103,19 @@ void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& d
 
 CUresult launch_kernel(CUfunction function, const LaunchShape& shape, CUstream stream, void** args) {
   const driver::Api& api = driver::api();
-  if (!shape.programmatic)
+  if (!shape.programmatic && !shape.cooperative)
     return api.cuLaunchKernel(function, shape.grid.x, shape.grid.y, shape.grid.z, shape.block.x,
                               shape.block.y, shape.block.z, shape.shared_bytes, stream, args, nullptr);
-  CUlaunchAttribute attribute{};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (shape.programmatic) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (shape.cooperative) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attributes[count++].value.cooperative = 1;
+  }
   CUlaunchConfig config{};
   config.gridDimX = shape.grid.x;
   config.gridDimY = shape.grid.y;
@@ -109,8 +125,8 @@ CUresult launch_kernel(CUfunction function, const LaunchShape& shape, CUstream s
   config.blockDimZ = shape.block.z;
   config.sharedMemBytes = shape.shared_bytes;
   config.hStream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = count;
   return api.cuLaunchKernelEx(&config, function, args, nullptr);
 }
 

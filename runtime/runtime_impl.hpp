@@ -108,11 +108,13 @@ struct Runtime::Impl {
     CUdeviceptr ptr;
   };
   /// Kept workspaces (one per stream and workspace shape: a split-K conv2d keeps a few MB of partial tiles per
-  /// problem); past these counts and sizes a launch takes a stream-ordered workspace (allocated and its zeroed range
-  /// cleared per call).
+  /// problem, a partitioned index_add 4 or 8 bytes per source element); past these counts and sizes a launch takes a
+  /// stream-ordered workspace (allocated and its zeroed range cleared per call: the driver's pool returns a large
+  /// one to the system at each synchronisation, and mapping 128 MB again cost a 2^24-source partitioned index_add
+  /// about 180 us a call on the H100).
   static constexpr std::size_t kMaxScratches = 32;
-  static constexpr std::size_t kMaxScratchBytes = std::size_t{64} << 20;   ///< Larger workspaces are never kept.
-  static constexpr std::size_t kMaxScratchTotal = std::size_t{256} << 20;  ///< All kept workspaces together.
+  static constexpr std::size_t kMaxScratchBytes = std::size_t{256} << 20;  ///< Larger workspaces are never kept.
+  static constexpr std::size_t kMaxScratchTotal = std::size_t{512} << 20;  ///< All kept workspaces together.
   std::size_t scratch_total = 0;  ///< Bytes of `scratches` (under scratch_mutex).
   std::mutex scratch_mutex;
   std::vector<Scratch> scratches;  ///< Freed by ~Impl, after the context's work is done.
@@ -143,11 +145,13 @@ bool stream_capturing(CUstream stream);
 [[noreturn]] void refuse_in_capture(const std::string& op, const std::string& signature, const std::string& what);
 
 /// Launches `function` as `shape` says on `stream` (the caller makes the context current): cuLaunchKernel, or
-/// cuLaunchKernelEx with programmatic stream serialization when shape.programmatic.
+/// cuLaunchKernelEx with programmatic stream serialization (shape.programmatic) and / or as a cooperative launch
+/// (shape.cooperative).
 CUresult launch_kernel(CUfunction function, const LaunchShape& shape, CUstream stream, void** args);
 
 /// Readies a loaded function for launches as `shape` (the context current): opts into dynamic shared memory
-/// over 48 KiB, and settles a balanced grid (LaunchShape::balance_units) from the function's occupancy.
+/// over 48 KiB, and settles a balanced grid (LaunchShape::balance_units) or a cooperative one (at most the
+/// resident blocks) from the function's occupancy.
 void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& device);
 
 }  // namespace jitune

@@ -60,6 +60,10 @@ struct LaunchShape {
   /// resident at once (the loaded function's occupancy) and given the same number of these work units,
   /// ceil(units / ceil(units / resident)) blocks. grid.x is the fallback estimate until then.
   std::uint64_t balance_units = 0;
+  /// A cooperative launch: every block is resident at once, so blocks may wait for each other (a grid
+  /// barrier). The grid is settled when the kernel is loaded (ready_function): grid.x capped at the blocks the
+  /// loaded function can keep resident on the device.
+  bool cooperative = false;
 };
 
 /// Blocks of `block` threads resident on the whole device at once (at least 1): one "wave".

@@ -88,8 +88,11 @@ class InProcessRunner final : public CandidateRunner {
       for (std::size_t f = 0; f < finalists.size(); ++f) {
         const Loaded& l = load(*finalists[f]);
         KernelArgs args;
-        family_.kernel_args(problem_, finalists[f]->config,
-                            work_->bindings(family_.prep(problem_, finalists[f]->config)), args);
+        // The finalists share the workspace: each one's zeroed range is cleared again before its launch (another
+        // finalist's launches may have written there, or the workspace was reallocated for a larger one).
+        const LaunchPrep prep = family_.prep(problem_, finalists[f]->config);
+        family_.kernel_args(problem_, finalists[f]->config, work_->bindings(prep), args);
+        work_->prepare_launch(prep, stream_.get());
         rounds[f].push_back(timer_->time(l.function, l.shape, args, 1).at(0));
       }
     return rounds;

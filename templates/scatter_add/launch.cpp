@@ -18,6 +18,11 @@ KernelSource source(const ScatterAddProblem& p, const Config& config) {
                 ", " + std::to_string(config.at("order")) + ", " + std::to_string(config.at("cache")) + ", " + index +
                 ">"};
   }
+  if (config.at("partition"))
+    return {"#include \"scatter_add/scatter_add.cuh\"\n",
+            "jitune::sa::index_add_partition<" + type + ", " +
+                (p.index_dtype() == DType::kInt32 ? "int" : "long long") + ", " + block + ", " + items + ", " +
+                std::to_string(config.at("bucket")) + ", " + std::to_string(config.at("segment")) + ">"};
   const std::int64_t units = units_per_row(p, config, 1);
   const std::string index = p.count() > limit / std::max<std::int64_t>(units, 1) ? "long long" : "int";
   const std::string index_type = p.index_dtype() == DType::kInt32 ? "int" : "long long";
@@ -43,6 +48,14 @@ LaunchShape launch_shape(const ScatterAddProblem& p, const Config& config, const
     s.grid.x = static_cast<unsigned>(std::min({needed, resident, std::int64_t{kMaxDotBlocks}}));
     return s;
   }
+  if (config.at("partition")) {
+    // One resident wave (ready_function caps it at the loaded kernel's occupancy), at most a block per step.
+    const std::int64_t steps = (p.count() * p.row_length() + block * items - 1) / (block * items);
+    s.grid.x = static_cast<unsigned>(std::clamp<std::int64_t>(steps, 1, resident));
+    s.shared_bytes = static_cast<unsigned>(partition_shared_bytes(p, config));
+    s.cooperative = true;
+    return s;
+  }
   // The most units a row can have (odd offsets add one); blocks past the end exit at once.
   const std::int64_t total = p.count() * units_per_row(p, config, 1);
   const std::int64_t needed = std::max<std::int64_t>(1, (total + block * items - 1) / (block * items));
@@ -65,6 +78,39 @@ LaunchShape launch_shape(const ScatterAddProblem& p, const Config& config, const
 }
 
 }  // namespace detail
+
+std::int64_t partition_buckets(const ScatterAddProblem& p, const Config& config) {
+  const std::int64_t bins = std::int64_t{1} << config.at("bucket");
+  return (p.dst_elements() + bins - 1) / bins;
+}
+
+std::size_t partition_zeroed_bytes(const ScatterAddProblem& p, const Config& config) {
+  // Mirrors index_add_partition in partition.cuh: kPartitionHeaderWords words, then totals and fill.
+  return 4 * static_cast<std::size_t>(4 + 2 * partition_buckets(p, config));
+}
+
+namespace {
+// Bytes of one bucketed entry (PartitionEntry in partition.cuh): a word for 16-bit types, two for float.
+std::size_t partition_entry_bytes(const ScatterAddProblem& p) {
+  return p.dtype() == DType::kFloat32 ? 8 : 4;
+}
+}  // namespace
+
+std::size_t partition_workspace_bytes(const ScatterAddProblem& p, const Config& config) {
+  // Header words, totals, fill and base, then the entries from the next 8-byte boundary.
+  const std::size_t header = 4 * static_cast<std::size_t>(4 + 3 * partition_buckets(p, config));
+  return ((header + 7) & ~std::size_t{7}) +
+         static_cast<std::size_t>(p.count() * p.row_length()) * partition_entry_bytes(p);
+}
+
+std::int64_t partition_shared_bytes(const ScatterAddProblem& p, const Config& config) {
+  // A word per bucket throughout; then phase 3's tile (a word per bucket, an entry and a 16-bit bucket per
+  // unit) or phase 4's float bins, whichever is larger.
+  const std::int64_t buckets = partition_buckets(p, config);
+  const std::int64_t tile = config.at("block") * config.at("items");
+  const std::int64_t scatter = 4 * buckets + tile * (static_cast<std::int64_t>(partition_entry_bytes(p)) + 2);
+  return 4 * buckets + std::max(scatter, std::int64_t{4} << config.at("bucket"));
+}
 
 std::int64_t block_slices(const ScatterAddProblem& p) {
   return std::max<std::int64_t>(1, (p.dst_elements() + kSliceElements - 1) / kSliceElements);
@@ -96,6 +142,20 @@ void push_index_add_args(const ScatterAddProblem& p, const Config& config, void*
   args.push(static_cast<long long>(p.row_length()));
   args.push(static_cast<long long>(units_per_row(p, config, parity)));
   args.push(parity);
+  args.push(alpha);
+}
+
+void push_partition_args(const ScatterAddProblem& p, const Config& config, void* dst, const void* index,
+                         const void* src, void* workspace, float alpha, KernelArgs& args) {
+  args.push(dst);
+  args.push(index);
+  args.push(src);
+  args.push(workspace);
+  args.push(static_cast<long long>(p.rows()));
+  args.push(static_cast<long long>(p.count()));
+  args.push(static_cast<long long>(p.row_length()));
+  args.push(static_cast<int>(partition_buckets(p, config)));
+  args.push(static_cast<int>((reinterpret_cast<std::uintptr_t>(dst) / dtype_size(p.dtype())) & 1u));
   args.push(alpha);
 }
 

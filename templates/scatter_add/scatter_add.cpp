@@ -37,6 +37,22 @@ class ScatterAddFamily final : public Family {
              "elements per vector load (<= 16 bytes); index_add: >1 takes a unit of vec row elements per "
              "vector load and vector reduction (packed atomics, no pre-reduction, rows a multiple of vec), "
              "narrowed per call to the pointers' alignment"},
+            {"partition",
+             {0, 1},
+             "index_add: 1 sorts the sources into buckets of destination elements, then sums each bucket in "
+             "float bins in shared memory and adds it to the destination once (one cooperative launch, a "
+             "workspace of the sorted entries; takes atomic=0, workspace=0, prereduce=0, vec=1); dot: 0"},
+            {"bucket",
+             {15, 12, 14},
+             "partition=1: log2 of the destination elements per bucket (a float bin each in shared memory)",
+             "partition",
+             1},
+            {"segment",
+             {18, 16},
+             "partition=1: log2 of the most entries a block sums at once; a bucket with more is split, and "
+             "its segments add to the destination atomically",
+             "partition",
+             1},
             {"order", {0, 1}, "dot: 0 grid-stride, 1 one contiguous chunk per block; index_add: 0"},
             {"cache", {0, 2}, "dot: the loads' L2 eviction priority, 0 normal, 2 evict_first; index_add: 0"},
         }) {}
@@ -134,6 +150,10 @@ class ScatterAddFamily final : public Family {
       prep.zero_begin = prep.workspace_bytes - 4;
       prep.zero_end = prep.workspace_bytes;
       prep.rezeroed_by_kernel = true;  // the last block resets the counter (scatter_add.cuh)
+    } else if (config.at("partition")) {
+      prep.workspace_bytes = partition_workspace_bytes(p, config);
+      prep.zero_end = partition_zeroed_bytes(p, config);
+      prep.rezeroed_by_kernel = true;  // the last block zeroes the header again (partition.cuh)
     } else if (config.at("workspace")) {
       prep.workspace_bytes = prep.zero_end = p.workspace_bytes();
     }
@@ -150,6 +170,11 @@ class ScatterAddFamily final : public Family {
         throw Error("jitune internal error: dot buffers do not allow vec=" +
                     std::to_string(config.at("vec")));
       push_dot_args(p, a, b.pointers[0], b.pointers[1], b.at(2), b.workspace, args);
+      return;
+    }
+    if (config.at("partition")) {
+      push_partition_args(p, config, b.at(0), b.pointers[1], b.pointers[2], b.workspace,
+                          static_cast<float>(b.scalar(0, 1.0)), args);
       return;
     }
     if (index_add_vec(p, config, b.pointers[0], b.pointers[2]) != config.at("vec"))

@@ -492,3 +492,5 @@ __global__ void __launch_bounds__(kBlock)
 
 }  // namespace sa
 }  // namespace jitune
+
+#include "scatter_add/partition.cuh"  // partition=1: bucket the sources, sum each bucket in shared memory

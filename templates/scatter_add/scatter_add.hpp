@@ -1,6 +1,6 @@
 // The scatter_add family: index_add (torch's index_add_ along dim 0; the 1-D scatter_add is row_length 1) and
-// the half / bf16 / float dot product, with the atomic strategies the tuner chooses between (plain, fast,
-// packed pairs, warp pre-reduction, float workspace).
+// the half / bf16 / float dot product, with the strategies the tuner chooses between (plain, fast and packed
+// atomics, warp pre-reduction, float workspace, partition into buckets summed in shared memory).
 #pragma once
 
 #include <cstdint>
@@ -80,6 +80,18 @@ class ScatterAddProblem final : public Problem {
   std::int64_t rows_ = 1, count_ = 0, row_length_ = 1;
 };
 
+/// Most buckets the partition strategy (partition=1) takes: its per-bucket counters live in shared memory.
+constexpr std::int64_t kMaxPartitionBuckets = 16384;
+/// Buckets of 2^bucket destination elements the partition strategy cuts the destination into.
+std::int64_t partition_buckets(const ScatterAddProblem& problem, const Config& config);
+/// Bytes of the partition workspace: the header words and per-bucket totals, fill counts and bases (the first
+/// partition_zeroed_bytes() of it zero at launch; the kernel leaves them zero), then one 16-bit offset and one
+/// source-typed value per source element.
+std::size_t partition_workspace_bytes(const ScatterAddProblem& problem, const Config& config);
+std::size_t partition_zeroed_bytes(const ScatterAddProblem& problem, const Config& config);
+/// Dynamic shared memory of the partition kernel: a counter per bucket and a float bin per bucket element.
+std::int64_t partition_shared_bytes(const ScatterAddProblem& problem, const Config& config);
+
 /// Destination slices of the shared-memory pre-reduction (grid rows; each slice's blocks read every index).
 std::int64_t block_slices(const ScatterAddProblem& problem);
 /// Float bins per slice (even; the dynamic shared memory is 4 bytes each).
@@ -97,6 +109,11 @@ int index_add_vec(const ScatterAddProblem& problem, const Config& config, const 
 /// Lays out the index_add kernel's arguments. `workspace` must be a zeroed buffer of
 /// problem.workspace_bytes() when config has workspace=1 (else it may be null).
 void push_index_add_args(const ScatterAddProblem& problem, const Config& config, void* dst, const void* index,
+                         const void* src, void* workspace, float alpha, KernelArgs& args);
+
+/// Lays out the partition kernel's arguments; `workspace` holds partition_workspace_bytes(), its first
+/// partition_zeroed_bytes() zero.
+void push_partition_args(const ScatterAddProblem& problem, const Config& config, void* dst, const void* index,
                          const void* src, void* workspace, float alpha, KernelArgs& args);
 
 /// Widest vector width (elements, at most `max_vec`) x and y share, with the scalar head before it.

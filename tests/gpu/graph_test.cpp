@@ -83,6 +83,17 @@ class Capture {
   CUgraphExec exec_ = nullptr;
 };
 
+// float32 elements of `got` further than 1e-5 (relative, plus 1e-5 absolute) from `want`.
+std::size_t wrong_floats(const std::vector<std::byte>& got, const std::vector<double>& want) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    float v;
+    std::memcpy(&v, got.data() + i * 4, 4);
+    bad += std::abs(v - want[i]) > 1e-5 * (1 + std::abs(want[i]));
+  }
+  return bad;
+}
+
 // n float32 inputs x, y and the expected x * y + 3.
 struct MulAdd {
   std::int64_t n;
@@ -198,12 +209,58 @@ TEST_CASE("check_indices inside a capture is refused; a warm index_add without i
       std::memcpy(&v, hsrc.data() + (i * len + j) * 4, 4);
       want[((i * 7) % dst_rows) * len + j] += 2.0 * v;
     }
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    float v;
-    std::memcpy(&v, got.data() + i * 4, 4);
-    bad += std::abs(v - want[i]) > 1e-5 * (1 + std::abs(want[i]));
+  const std::size_t bad = wrong_floats(got, want);
+  CHECK_MESSAGE(bad == 0, bad, " destination elements wrong after two replays");
+}
+
+TEST_CASE("a partitioned index_add (cooperative launch, stream-ordered workspace) is captured and replays") {
+  TempDir dir;
+  Runtime rt(isolated_options(dir));
+  driver::StreamHandle stream;
+  // A float32 destination larger than L2 with one source per element: the heuristic partitions it.
+  const std::int64_t n = std::int64_t{1} << 24;
+  const std::string sig = "count=" + std::to_string(n) + ";dtype=float32;index=int32;op=index_add;row_length=1;rows=" +
+                          std::to_string(n);
+  const Explanation x = rt.explain("scatter_add", sig);
+  INFO(x.config);
+  REQUIRE(x.config.find("partition=1") != std::string::npos);
+  Buffer dst(n * 4), src(n * 4), index(n * 4);
+  std::vector<std::int32_t> hidx(static_cast<std::size_t>(n));
+  std::uint64_t state = 12345;
+  for (auto& v : hidx) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(n));
   }
+  std::vector<std::byte> bidx(hidx.size() * 4);
+  std::memcpy(bidx.data(), hidx.data(), bidx.size());
+  index.upload(bidx, 0);
+  const auto hsrc = random_values(DType::kFloat32, static_cast<std::size_t>(n), 5);
+  src.upload(hsrc, 0);
+  auto run = [&] {
+    ScatterAddOptions options;
+    options.check_indices = false;
+    index_add(rt, dst.at(0), n, index.at(0), n, DType::kInt32, src.at(0), n, 1, DType::kFloat32, stream.get(),
+              options);
+  };
+  JITUNE_CU_CHECK(cuMemsetD8(dst.mem.get(), 0, dst.bytes));
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  run();  // warm-up: compiles and loads the kernel
+  JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+  Capture capture(stream.get());
+  run();
+  capture.finish();
+  JITUNE_CU_CHECK(cuMemsetD8(dst.mem.get(), 0, dst.bytes));
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  capture.replay();
+  capture.replay();  // two replays add every source twice; each replay's workspace header starts zeroed
+  const auto got = dst.download(static_cast<std::size_t>(n) * 4, 0);
+  std::vector<double> want(static_cast<std::size_t>(n), 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, hsrc.data() + i * 4, 4);
+    want[static_cast<std::size_t>(hidx[static_cast<std::size_t>(i)])] += 2.0 * v;
+  }
+  const std::size_t bad = wrong_floats(got, want);
   CHECK_MESSAGE(bad == 0, bad, " destination elements wrong after two replays");
 }
 

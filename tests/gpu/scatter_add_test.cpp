@@ -26,7 +26,7 @@ const Family& fam() {
   return templates::scatter_add::scatter_add_family();
 }
 
-enum class Pattern { kUnique, kRandom, kSortedRuns, kHotSpots };
+enum class Pattern { kUnique, kRandom, kSortedRuns, kHotSpots, kSkewed };
 
 std::vector<std::int64_t> make_indices(Pattern pattern, std::int64_t rows, std::int64_t count,
                                        std::uint64_t seed) {
@@ -48,6 +48,10 @@ std::vector<std::int64_t> make_indices(Pattern pattern, std::int64_t rows, std::
       break;
     case Pattern::kHotSpots:  // three rows take everything, interleaved: three groups in every warp
       for (std::int64_t i = 0; i < count; ++i) idx[i] = (i % 3) * (rows - 1) / 2;
+      break;
+    case Pattern::kSkewed:  // half the sources on one row near the middle, the rest uniform
+      for (auto& v : idx)
+        v = (rng() & 1) ? rows / 2 + 1 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(rows));
       break;
   }
   return idx;
@@ -168,6 +172,7 @@ Coverage coverage;
 // A vector config (vec > 1) is narrowed to the pointers' alignment as the dispatcher does (Family::variant), and
 // `vector_units` counts the runs that kept vec > 1.
 int vector_units = 0;
+int partitioned = 0;  // runs of the partition strategy
 void run_config(Runtime& rt, const Case& c, const Config& tuned, std::uint64_t seed) {
   auto problem = std::make_unique<templates::scatter_add::ScatterAddProblem>(
       templates::scatter_add::ScatterAddProblem::index_add(c.dtype, c.index_dtype, c.rows, c.count, c.row_length));
@@ -183,8 +188,13 @@ void run_config(Runtime& rt, const Case& c, const Config& tuned, std::uint64_t s
   const Config config = fam().variant_config(*problem, tuned, slot, rt.device());
   REQUIRE(fam().validate(*problem, config, rt.device()).empty());
   if (config.at("vec") > 1) ++vector_units;
-  driver::DeviceBuffer ws(std::max<std::size_t>(problem->workspace_bytes(), 4));
-  JITUNE_CU_CHECK(cuMemsetD8(ws.get(), 0, ws.bytes()));
+  // The workspace as the runtime prepares it: only prep's range zeroed (the rest poisoned).
+  const LaunchPrep prep = fam().prep(*problem, config);
+  driver::DeviceBuffer ws(std::max<std::size_t>(prep.workspace_bytes, 4));
+  JITUNE_CU_CHECK(cuMemsetD8(ws.get(), 0xFF, ws.bytes()));
+  if (prep.zero_end > prep.zero_begin)
+    JITUNE_CU_CHECK(cuMemsetD8(ws.get() + prep.zero_begin, 0, prep.zero_end - prep.zero_begin));
+  if (config.at("partition")) ++partitioned;
   Runtime::Impl& impl = internal::impl(rt);
   const Kernel& k = impl.kernel(fam(), *problem, config);
   KernelArgs args;
@@ -195,10 +205,10 @@ void run_config(Runtime& rt, const Case& c, const Config& tuned, std::uint64_t s
   impl.launch(k, args, nullptr);
   JITUNE_CU_CHECK(cuCtxSynchronize());
   verify(c, p, c.dtype == DType::kFloat32 || config.at("workspace") == 1, config.text());
-  if (config.at("workspace")) {  // the kernel leaves its workspace zeroed for the next launch
-    std::vector<float> w(ws.bytes() / 4);
-    JITUNE_CU_CHECK(cuMemcpyDtoH(w.data(), ws.get(), ws.bytes()));
-    for (float v : w) REQUIRE(v == 0.0f);
+  if (prep.rezeroed_by_kernel || config.at("workspace")) {  // the kernel leaves its zeroed range zero again
+    std::vector<std::uint8_t> w(prep.zero_end - prep.zero_begin);
+    JITUNE_CU_CHECK(cuMemcpyDtoH(w.data(), ws.get() + prep.zero_begin, w.size()));
+    for (std::uint8_t v : w) REQUIRE(v == 0);
   }
 }
 
@@ -217,7 +227,10 @@ std::vector<Config> strategies() {
                          {"items", t[4]},
                          {"vec", 1},
                          {"order", 0},
-                         {"cache", 0}});
+                         {"cache", 0},
+                         {"partition", 0},
+                         {"bucket", 15},
+                         {"segment", 18}});
   // Vector units (illegal where the row length or the dtype's 16 bytes forbid them).
   const std::int64_t vectors[][5] = {{0, 256, 4, 2, 0}, {0, 128, 2, 8, 0}, {1, 512, 1, 4, 0}, {1, 256, 8, 8, 0}};
   for (const auto& v : vectors)
@@ -228,7 +241,25 @@ std::vector<Config> strategies() {
                          {"items", v[2]},
                          {"vec", v[3]},
                          {"order", 0},
-                         {"cache", 0}});
+                         {"cache", 0},
+                         {"partition", 0},
+                         {"bucket", 15},
+                         {"segment", 18}});
+  // The partition strategy: bucket, segment, block, items. Small segments split a bucket into several (their
+  // sums add atomically); large ones leave it to one block (a plain read-add-write).
+  const std::int64_t partitions[][4] = {{12, 16, 256, 1}, {14, 16, 512, 4}, {15, 18, 1024, 2}, {12, 18, 512, 8}};
+  for (const auto& q : partitions)
+    out.push_back(Config{{"atomic", 0},
+                         {"workspace", 0},
+                         {"prereduce", 0},
+                         {"block", q[2]},
+                         {"items", q[3]},
+                         {"vec", 1},
+                         {"order", 0},
+                         {"cache", 0},
+                         {"partition", 1},
+                         {"bucket", q[0]},
+                         {"segment", q[1]}});
   return out;
 }
 
@@ -280,8 +311,9 @@ TEST_CASE("every strategy matches the reference: dtypes, index types, row length
         }
       }
   coverage.report("every strategy");
-  MESSAGE(vector_units, " runs with vector units");
+  MESSAGE(vector_units, " runs with vector units, ", partitioned, " of the partition strategy");
   CHECK(vector_units > 0);
+  CHECK(partitioned > 0);
 }
 
 TEST_CASE("exact integer sums under heavy contention with float accumulation (float32 and the workspace)") {
@@ -305,6 +337,47 @@ TEST_CASE("exact integer sums under heavy contention with float accumulation (fl
   coverage.report("exact integer sums");
 }
 
+TEST_CASE("partition: many buckets, one source per element to a hot row, every dtype and bucket size") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  coverage = {};
+  partitioned = 0;
+  std::uint64_t seed = 900;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32})
+    for (std::int64_t bucket : {12, 14, 15})
+      for (std::int64_t segment : {16, 18}) {
+        Config config{{"atomic", 0}, {"workspace", 0}, {"prereduce", 0}, {"block", 512},     {"items", 4},
+                      {"vec", 1},    {"order", 0},     {"cache", 0},     {"partition", 1}, {"bucket", bucket},
+                      {"segment", segment}};
+        Case c;
+        c.dtype = dtype;
+        c.index_dtype = (seed & 1) ? DType::kInt32 : DType::kInt64;
+        // About one source per element over hundreds of buckets, an odd destination offset, alpha.
+        c.rows = (1 << 19) + 17;
+        c.count = (1 << 19) - 5;
+        c.dst_offset = 1;
+        c.alpha = -1.5f;
+        run_config(rt, c, config, ++seed);
+        // Half the sources on one element: its bucket splits into many segments that add atomically, beside
+        // buckets of one segment.
+        c.pattern = Pattern::kSkewed;
+        c.rows = 100003;
+        c.count = 300007;
+        c.dst_offset = 0;
+        c.alpha = 1.0f;
+        run_config(rt, c, config, ++seed);
+        // Rows of 5: the bucket holds flat elements, rows straddle buckets.
+        c.pattern = Pattern::kRandom;
+        c.row_length = 5;
+        c.rows = 40009;
+        c.count = 80021;
+        c.dst_offset = 1;
+        run_config(rt, c, config, ++seed);
+      }
+  coverage.report("partition");
+  CHECK(partitioned == coverage.ran);
+}
+
 TEST_CASE("memcheck: the fast path never touches memory past either end of the destination") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
@@ -317,7 +390,8 @@ TEST_CASE("memcheck: the fast path never touches memory past either end of the d
               7;  // 7 or 21 elements: odd, so the last element's pair neighbour is outside
           const std::int64_t count = 64;
           const Config config{{"atomic", atomic}, {"workspace", 0}, {"prereduce", prereduce},
-                              {"block", 128},     {"items", 2},     {"vec", 1},       {"order", 0},     {"cache", 0}};
+                              {"block", 128},     {"items", 2},     {"vec", 1},       {"order", 0},     {"cache", 0},
+                              {"partition", 0}, {"bucket", 15},   {"segment", 18}};
           auto problem = std::make_unique<templates::scatter_add::ScatterAddProblem>(
               templates::scatter_add::ScatterAddProblem::index_add(dtype, DType::kInt64, rows, count, d));
           const std::size_t numel = static_cast<std::size_t>(rows * d), es = dtype_size(dtype);

@@ -42,7 +42,17 @@ const templates::scatter_add::ScatterAddProblem& as_sa(const Problem& p) {
 Config config(std::int64_t atomic, std::int64_t workspace, std::int64_t prereduce, std::int64_t block = 256,
               std::int64_t items = 4, std::int64_t vec = 1, std::int64_t order = 0, std::int64_t cache = 0) {
   return Config{{"atomic", atomic}, {"workspace", workspace}, {"prereduce", prereduce}, {"block", block},
-                {"items", items},   {"vec", vec},             {"order", order},         {"cache", cache}};
+                {"items", items},   {"vec", vec},             {"order", order},         {"cache", cache},
+                {"partition", 0},   {"bucket", 15},           {"segment", 18}};
+}
+
+/// The partition strategy with buckets of 2^bucket elements and segments of 2^segment entries.
+Config partition(std::int64_t bucket, std::int64_t segment = 16, std::int64_t block = 512, std::int64_t items = 4) {
+  Config c = config(0, 0, 0, block, items);
+  c.set("partition", 1);
+  c.set("bucket", bucket);
+  c.set("segment", segment);
+  return c;
 }
 
 std::int64_t index_at(const Workload& w, DType index_dtype, std::int64_t i) {
@@ -172,6 +182,61 @@ TEST_CASE("constraints: what each strategy needs, and the heuristic is legal") {
   CHECK(fam().heuristic(*bf, a100).at("workspace") == 1);
   CHECK(fam().heuristic(*bf, h100).at("workspace") == 0);
   CHECK(fam().heuristic(*index_add("float32", 100, 1 << 20), h100).at("prereduce") == 1);
+}
+
+TEST_CASE("partition: what it takes, its workspace and shared memory, and where the heuristic picks it") {
+  namespace sa = templates::scatter_add;
+  const DeviceInfo h100 = nominal_device(90), a100 = nominal_device(80);
+  auto big32 = index_add("float32", std::int64_t{1} << 24, std::int64_t{1} << 24);  // 64 MB > L2
+  auto big16 = index_add("float16", std::int64_t{1} << 24, std::int64_t{1} << 24);  // 32 MB < L2
+  auto rows = index_add("bfloat16", 100003, 300007, 5, "int32");
+  CHECK(fam().check(*big32, partition(15, 18), h100).empty());
+  CHECK(fam().check(*rows, partition(12, 16, 256, 1), a100).empty());
+  // The other strategies' knobs stay neutral.
+  Config packed = partition(15);
+  packed.set("atomic", 2);
+  CHECK(fam().check(*big16, packed, h100).find("atomic=0") != std::string::npos);
+  // 1024-thread blocks spill beyond 2 items; blocks of 128 are refused.
+  CHECK(fam().check(*big32, partition(15, 18, 1024, 4), h100).find("spill") != std::string::npos);
+  CHECK(fam().check(*big32, partition(15, 18, 1024, 2), h100).empty());
+  CHECK(fam().check(*big32, partition(15, 18, 128, 4), h100).find("block >= 256") != std::string::npos);
+  // Buckets: at most kMaxPartitionBuckets; 2^24 elements in buckets of 2^12 make 4096, 2^30 in 2^15 too many.
+  CHECK(sa::partition_buckets(as_sa(*big32), partition(12)) == 4096);
+  auto huge = index_add("float16", std::int64_t{1} << 30, 1000);
+  CHECK(fam().check(*huge, partition(15), h100).find("16384") != std::string::npos);
+  // Entries are numbered in 32 bits.
+  auto many = index_add("float16", 1000, std::int64_t{1} << 31);
+  CHECK(fam().check(*many, partition(15), h100).find("2^31") != std::string::npos);
+  // A device with 48 KB of shared memory a block cannot hold 2^15 float bins.
+  DeviceInfo tiny = h100;
+  tiny.max_shared_per_block_optin = 48 * 1024;
+  CHECK(fam().check(*big32, partition(15), tiny).find("shared memory") != std::string::npos);
+  CHECK(fam().check(*big32, partition(12, 16, 512, 2), tiny).empty());
+  CHECK(fam().check(*dot("float16", 1000), partition(15), h100).find("dot takes partition=0") != std::string::npos);
+  // Workspace: 4 header words, totals, fill and base per bucket, then an entry per source element (4 bytes for
+  // 16-bit types, 8 for float) from the next 8-byte boundary; totals and fill zeroed, and the kernel re-zeroes.
+  const Config c15 = partition(15, 18);
+  const std::size_t buckets = 512;
+  CHECK(sa::partition_zeroed_bytes(as_sa(*big32), c15) == 4 * (4 + 2 * buckets));
+  CHECK(sa::partition_workspace_bytes(as_sa(*big32), c15) == 4 * (4 + 3 * buckets) + (std::size_t{8} << 24));
+  CHECK(sa::partition_workspace_bytes(as_sa(*big16), c15) == 4 * (4 + 3 * buckets) + (std::size_t{4} << 24));
+  const LaunchPrep prep = fam().prep(*big32, c15);
+  CHECK(prep.workspace_bytes == sa::partition_workspace_bytes(as_sa(*big32), c15));
+  CHECK(prep.zero_begin == 0);
+  CHECK(prep.zero_end == sa::partition_zeroed_bytes(as_sa(*big32), c15));
+  CHECK(prep.rezeroed_by_kernel);
+  // Shared memory: a word per bucket, then the larger of the scatter tile and the bins.
+  CHECK(sa::partition_shared_bytes(as_sa(*big32), c15) == 4 * 512 + std::max<std::int64_t>(4 * 512 + 512 * 4 * 10, 4 << 15));
+  const LaunchShape shape = fam().launch_shape(*big32, c15, h100);
+  CHECK(shape.cooperative);
+  CHECK(shape.shared_bytes == sa::partition_shared_bytes(as_sa(*big32), c15));
+  CHECK(shape.grid.x >= 1);
+  CHECK_FALSE(fam().launch_shape(*big32, config(0, 0, 0), h100).cooperative);
+  // The heuristic: partitioned where the destination outgrows L2 and sources are at least as many.
+  CHECK(fam().heuristic(*big32, h100).at("partition") == 1);
+  CHECK(fam().validate(*big32, fam().heuristic(*big32, h100), h100).empty());
+  CHECK(fam().heuristic(*big16, h100).at("partition") == 0);
+  CHECK(fam().heuristic(*index_add("float32", std::int64_t{1} << 24, 1 << 20), h100).at("partition") == 0);
 }
 
 TEST_CASE("pair units per row follow the destination's element parity") {
