@@ -102,11 +102,13 @@ TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shi
     CHECK(j["device"].get<std::string>().find(device) == 0);
     for (const auto& c : j["cases"]) {
       INFO(c["case"].get<std::string>());
-      // Each shipped file covers the default suite on its device, except the H200's conv2d cases: the
-      // implicit-GEMM template (issue 18) was tuned on an H100 only, whose records the H200 (sm_90, 132 SMs)
-      // uses as its same-architecture fallback until it is tuned on one.
-      const bool h200_conv = device == "NVIDIA H200" && c["family"] == "conv2d";
-      CHECK(c["level"] == (h200_conv ? "same_architecture" : "exact"));
+      // Each shipped file covers the default suite on its device, except the H200's conv2d and scatter_add
+      // cases: the implicit-GEMM and tensor-core direct templates (issue 18) and the partition strategy (issue
+      // 19) were tuned on an H100 only, whose records the H200 (sm_90, 132 SMs) uses as its same-architecture
+      // fallback until it is tuned on one.
+      const bool h200_h100_tuned =
+          device == "NVIDIA H200" && (c["family"] == "conv2d" || c["family"] == "scatter_add");
+      CHECK(c["level"] == (h200_h100_tuned ? "same_architecture" : "exact"));
       shipped_records += c["level"] == "exact";
     }
     CHECK(j["cases"].size() > 90);
