@@ -86,9 +86,13 @@ bool writes(const BufferSpec& spec) noexcept { return spec.role != BufferRole::k
 // the kernel, so concurrent calls on different streams never share one.
 class StreamWorkspace {
  public:
-  StreamWorkspace(const LaunchPrep& prep, CUstream stream) : stream_(stream) {
+  /// From `pool`, or the device's default pool when it is null.
+  StreamWorkspace(const LaunchPrep& prep, CUstream stream, CUmemoryPool pool) : stream_(stream) {
     if (prep.workspace_bytes == 0) return;
-    JITUNE_CU_CHECK(cuMemAllocAsync(&ptr_, prep.workspace_bytes, stream));
+    if (pool)
+      JITUNE_CU_CHECK(cuMemAllocFromPoolAsync(&ptr_, prep.workspace_bytes, pool, stream));
+    else
+      JITUNE_CU_CHECK(cuMemAllocAsync(&ptr_, prep.workspace_bytes, stream));
     if (prep.zero_end > prep.zero_begin) {
       const CUresult r =
           driver::api().cuMemsetD8Async(ptr_ + prep.zero_begin, 0, prep.zero_end - prep.zero_begin, stream);
@@ -109,6 +113,30 @@ class StreamWorkspace {
   CUdeviceptr ptr_ = 0;
   CUstream stream_;
 };
+
+// The pool for a stream-ordered workspace on `stream`: jitune's own (created on first use, keeping
+// kPoolKeepBytes reserved), or null for the default pool inside a capture or where the driver refuses a pool.
+// The context must be current.
+CUmemoryPool workspace_pool(Runtime::Impl& impl, CUstream stream) {
+  if (stream_capturing(stream)) return nullptr;
+  std::lock_guard lock(impl.scratch_mutex);
+  if (!impl.workspace_pool_tried) {
+    impl.workspace_pool_tried = true;
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = impl.device.ordinal;
+    CUmemoryPool pool = nullptr;
+    if (driver::api().cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS) {
+      cuuint64_t keep = Runtime::Impl::kPoolKeepBytes;
+      if (driver::api().cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS)
+        impl.workspace_pool = pool;
+      else
+        driver::api().cuMemPoolDestroy(pool);
+    }
+  }
+  return impl.workspace_pool;
+}
 
 // The workspace kept for `stream` when prep allows one (else nullptr: take a StreamWorkspace). The first launch
 // on a stream allocates it and clears its zeroed range on the stream; the kernel leaves that range zero again
@@ -362,7 +390,7 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
       impl.launch(kernel, kernel_args, cu_stream);
       return;
     }
-    const StreamWorkspace workspace(kernel.prep, cu_stream);
+    const StreamWorkspace workspace(kernel.prep, cu_stream, workspace_pool(impl, cu_stream));
     bindings.workspace = workspace.data();
     family.kernel_args(problem, kernel.config, bindings, kernel_args);
     impl.launch(kernel, kernel_args, cu_stream);

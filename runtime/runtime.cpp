@@ -137,10 +137,11 @@ Runtime::Impl::Impl(Runtime& owner, RuntimeOptions opts)
 }
 
 Runtime::Impl::~Impl() {
-  if (!scratches.empty()) {  // a launch on a stream may still use its scratch: wait, then free
+  if (!scratches.empty() || workspace_pool) {  // a launch on a stream may still use its scratch: wait, then free
     driver::make_current(context);
     driver::api().cuCtxSynchronize();
     for (const Scratch& s : scratches) driver::api().cuMemFree(s.ptr);
+    if (workspace_pool) driver::api().cuMemPoolDestroy(workspace_pool);
   }
   call_sites.reset();
   kernels_.clear();

@@ -108,13 +108,20 @@ struct Runtime::Impl {
     CUdeviceptr ptr;
   };
   /// Kept workspaces (one per stream and workspace shape: a split-K conv2d keeps a few MB of partial tiles per
-  /// problem, a partitioned index_add 4 or 8 bytes per source element); past these counts and sizes a launch takes a
-  /// stream-ordered workspace (allocated and its zeroed range cleared per call: the driver's pool returns a large
-  /// one to the system at each synchronisation, and mapping 128 MB again cost a 2^24-source partitioned index_add
-  /// about 180 us a call on the H100).
+  /// problem); past these counts and sizes a launch takes a stream-ordered workspace from workspace_pool (allocated
+  /// and its zeroed range cleared per call).
   static constexpr std::size_t kMaxScratches = 32;
-  static constexpr std::size_t kMaxScratchBytes = std::size_t{256} << 20;  ///< Larger workspaces are never kept.
-  static constexpr std::size_t kMaxScratchTotal = std::size_t{512} << 20;  ///< All kept workspaces together.
+  static constexpr std::size_t kMaxScratchBytes = std::size_t{64} << 20;   ///< Larger workspaces are never kept.
+  static constexpr std::size_t kMaxScratchTotal = std::size_t{256} << 20;  ///< All kept workspaces together.
+  /// Bytes the workspace pool keeps reserved across synchronisations. The device's default pool keeps none: it
+  /// returned a partitioned index_add's 128 MB workspace to the system at every synchronisation, and mapping it
+  /// again cost about 180 us a call on the H100.
+  static constexpr std::uint64_t kPoolKeepBytes = std::uint64_t{1} << 30;
+  /// jitune's own memory pool for stream-ordered workspaces (created on first use, under scratch_mutex; null
+  /// when the driver refused one: the default pool then). Not used inside a capture (the graph's allocation
+  /// node takes the default pool).
+  CUmemoryPool workspace_pool = nullptr;
+  bool workspace_pool_tried = false;
   std::size_t scratch_total = 0;  ///< Bytes of `scratches` (under scratch_mutex).
   std::mutex scratch_mutex;
   std::vector<Scratch> scratches;  ///< Freed by ~Impl, after the context's work is done.

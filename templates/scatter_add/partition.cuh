@@ -74,17 +74,6 @@ __device__ __forceinline__ unsigned block_exclusive_scan(unsigned v, unsigned& t
   return before + inclusive - v;
 }
 
-/// The flat destination element of unit u (source row u / row_length, column u % row_length), or -1 when
-/// its index lies outside [0, rows). The host keeps the destination below 2^31 elements.
-template <class I>
-__device__ __forceinline__ int partition_target(const I* index, long long u, long long rows,
-                                                      long long row_length) {
-  const long long row = row_length == 1 ? u : u / row_length;
-  const long long r = static_cast<long long>(index[row]);
-  if (r < 0 || r >= rows) return -1;
-  return static_cast<int>(r * row_length + (u - row * row_length));
-}
-
 /// One bucketed entry: the element's offset inside its bucket and the source value's bits. 16-bit types pack
 /// both in one word (offset high, value low); float takes a pair.
 template <class T>
@@ -170,17 +159,31 @@ __global__ void __launch_bounds__(kBlock, 1)
   // 1. count
   for (int b = threadIdx.x; b < buckets; b += kBlock) slots[b] = 0u;
   __syncthreads();
-  // Twice the tile's loads in flight: the index alone is read here.
-  for (long long step = u0; step < u1; step += 2 * kTile) {
-    int target[2 * kItems];
+  // Batches of twice a tile, the next batch's index loaded raw while this one's counts are added (a bounds
+  // check right after the load would wait for it at once).
+  constexpr int kBatch = 2 * kItems;
+  I batch_raw[kBatch];
+  auto load_raw = [&](long long step) {
 #pragma unroll
-    for (int k = 0; k < 2 * kItems; ++k) {
+    for (int k = 0; k < kBatch; ++k) {
       const long long u = step + static_cast<long long>(k) * kBlock + threadIdx.x;
-      target[k] = u < u1 ? partition_target(index, u, rows, row_length) : -1;
+      if (u < u1) batch_raw[k] = index[row_length == 1 ? u : u / row_length];
     }
+  };
+  if (u0 < u1) load_raw(u0);
+  for (long long step = u0; step < u1; step += static_cast<long long>(kBatch) * kBlock) {
+    I raw[kBatch];
 #pragma unroll
-    for (int k = 0; k < 2 * kItems; ++k)
-      if (target[k] >= 0) atomicAdd(slots + (target[k] >> kBucketLog), 1u);
+    for (int k = 0; k < kBatch; ++k) raw[k] = batch_raw[k];
+    if (step + static_cast<long long>(kBatch) * kBlock < u1) load_raw(step + static_cast<long long>(kBatch) * kBlock);
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const long long u = step + static_cast<long long>(k) * kBlock + threadIdx.x;
+      const long long r = u < u1 ? static_cast<long long>(raw[k]) : -1;
+      if (r < 0 || r >= rows) continue;
+      const long long row = row_length == 1 ? u : u / row_length;
+      atomicAdd(slots + ((r * row_length + (u - row * row_length)) >> kBucketLog), 1u);
+    }
   }
   __syncthreads();
   for (int b = threadIdx.x; b < buckets; b += kBlock)
@@ -207,20 +210,19 @@ __global__ void __launch_bounds__(kBlock, 1)
   // bucket's entries leave as one contiguous run rather than as scattered words. Last tile first: the end of
   // the chunk's index may still be in L2 from phase 1.
   const long long tiles = (u1 - u0 + kTile - 1) / kTile;
-  // The next tile's index and source are loaded while this one is sorted and written.
-  int next_target[kItems];
+  // The next tile's index and source are loaded while this one is sorted and written: raw, so that nothing
+  // waits for them before the next iteration (a bounds check here would stall on the index at once).
+  I next_raw[kItems];
   T next_value[kItems];
   auto load_tile = [&](long long s) {
     const long long step = u0 + s * kTile;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const long long u = step + static_cast<long long>(k) * kBlock + threadIdx.x;
-      next_target[k] = u < u1 ? partition_target(index, u, rows, row_length) : -1;
-    }
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      const long long u = step + static_cast<long long>(k) * kBlock + threadIdx.x;
-      if (next_target[k] >= 0) next_value[k] = src[u];
+      if (u < u1) {
+        next_raw[k] = index[row_length == 1 ? u : u / row_length];
+        next_value[k] = src[u];
+      }
     }
   };
   if (tiles > 0) load_tile(tiles - 1);
@@ -230,7 +232,10 @@ __global__ void __launch_bounds__(kBlock, 1)
     unsigned rank[kItems];
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
-      target[k] = next_target[k];
+      const long long u = u0 + s * kTile + static_cast<long long>(k) * kBlock + threadIdx.x;
+      const long long row = row_length == 1 ? u : u / row_length;
+      const long long r = u < u1 ? static_cast<long long>(next_raw[k]) : -1;
+      target[k] = r < 0 || r >= rows ? -1 : static_cast<int>(r * row_length + (u - row * row_length));
       value[k] = next_value[k];
     }
     if (s > 0) load_tile(s - 1);
