@@ -61,7 +61,10 @@ Compiler::Compiler() {
 }
 
 std::vector<std::string> Compiler::base_options(const std::string& arch) const {
-  return {"-arch=" + arch, "-std=c++17", "-I" + cuda_include_, "-default-device"};
+  // sm_90 compiles for its arch-specific target sm_90a (wgmma, conv2d's mma 1): a cubin runs on its own
+  // architecture only either way, and the other kernels' code is the same.
+  return {"-arch=" + (arch == "sm_90" ? std::string("sm_90a") : arch), "-std=c++17", "-I" + cuda_include_,
+          "-default-device"};
 }
 
 std::string Compiler::binary_key(const std::string& program, const std::string& name_expression,

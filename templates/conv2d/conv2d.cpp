@@ -11,7 +11,7 @@ class ConvFamily final : public Family {
             {"algo",
              {0, 1, 2},
              "0: direct kernel (FFMA on shared-memory tiles, any dtype); 1: implicit GEMM on tensor cores "
-             "(mma.sync, float16 / bfloat16, sm_80+); 2: direct on tensor cores (a shared halo tile read by "
+             "(mma.sync on sm_80+ or wgmma on sm_90, float16 / bfloat16); 2: direct on tensor cores (a shared halo tile read by "
              "ldmatrix, short reductions, float16 / bfloat16, sm_80+)"},
             {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", 0},
             {"out_w", {1, 2, 4}, "direct: contiguous output columns per thread", "algo", 0},
@@ -49,6 +49,12 @@ class ConvFamily final : public Family {
              "implicit GEMM: blocks per SM the register allocation must allow (2: at most 32768 / threads registers)",
              "algo",
              1},
+            {"mma",
+             {0, 1},
+             "implicit GEMM: 0: mma.sync, each warp a warp tile; 1: wgmma (sm_90), each of warps_m x warps_n "
+             "warpgroups a 64 x (tile_n / warps_n) tile with channels in 64s, tile_k 64",
+             "algo",
+             1},
             {"split_k",
              {1, 2, 4, 8},
              "implicit GEMM: blocks sharing each output tile's reduction (a float workspace; the last block sums "
@@ -56,8 +62,8 @@ class ConvFamily final : public Family {
              "algo",
              1},
             {"stages",
-             {0, 2, 3, 4},
-             "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-4: a cp.async pipeline "
+             {0, 2, 3, 4, 6, 8},
+             "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-8: a cp.async pipeline "
              "of that many shared buffers (channels last, C a multiple of 8)",
              "algo",
              1},

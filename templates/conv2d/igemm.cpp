@@ -30,23 +30,27 @@ Config complete_config(Config config) {
 IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
   const std::int64_t tm = c.at("tile_m"), tn = c.at("tile_n"), tk = c.at("tile_k"), wm = c.at("warps_m"),
                      wn = c.at("warps_n");
+  // wgmma: warps_m x warps_n warpgroups of four warps, each warp 16 of its warpgroup's 64 rows.
+  const bool wgmma = c.at("mma") == 1;
   IgemmGeometry g;
-  g.threads = static_cast<int>(32 * wm * wn);
-  g.warp_m = static_cast<int>(tm / wm);
+  g.threads = static_cast<int>((wgmma ? 128 : 32) * wm * wn);
+  g.warp_m = static_cast<int>(tm / wm / (wgmma ? 4 : 1));
   g.warp_n = static_cast<int>(tn / wn);
   g.m_total = p.shape().n * p.p() * p.q();
   const std::int64_t stages = c.at("stages"), buffers = stages > 0 ? stages : 2;
-  const std::int64_t pitch = tk + 8, main_bytes = buffers * (tm + tn) * pitch * 2;
+  // Rows padded by 8 halves (mma.sync's ldmatrix), or swizzled unpadded in buffers aligned to 1024 bytes.
+  const std::int64_t pitch = wgmma ? tk : tk + 8, main_bytes = buffers * (tm + tn) * pitch * 2;
   const std::int64_t out_bytes = std::max(tn * (tm + 8), tm * (tn + 8)) * 2;  // [k][m] (NCHW) or [m][k] (NHWC)
   // The register-staged kernel adds two stages' reduction tables.
-  g.shared_bytes = std::max(main_bytes, out_bytes) + (stages > 0 ? 0 : 2 * tk * 16);
+  g.shared_bytes = std::max(main_bytes, out_bytes) + (stages > 0 ? 0 : 2 * tk * 16) + (wgmma ? 1024 : 0);
   const std::int64_t mi = g.warp_m / 16, ni = g.warp_n / 8;
   g.accumulators = static_cast<int>(mi * ni * 4);
   const std::int64_t a_per = ceil_div(tm * tk / 8, g.threads), b_per = ceil_div(tn * tk / 8, g.threads);
-  // Accumulators, one k-step's fragments, the next stage's chunks (4 registers each; none for cp.async), gather
-  // addressing (image pointer pair, row / column bases and offset per A chunk) and indices.
-  g.register_estimate = static_cast<int>(g.accumulators + mi * 4 + ni * 2 + (stages > 0 ? 0 : 4 * (a_per + b_per)) +
-                                         5 * a_per + 32);
+  // Accumulators, one k-step's fragments (none for wgmma: descriptors), the next stage's chunks (4 registers
+  // each; none for cp.async), gather addressing (image pointer pair, row / column bases and offset per A chunk)
+  // and indices.
+  g.register_estimate = static_cast<int>(g.accumulators + (wgmma ? 4 : mi * 4 + ni * 2) +
+                                         (stages > 0 ? 0 : 4 * (a_per + b_per)) + 5 * a_per + 32);
   g.grid_m = ceil_div(g.m_total, tm);
   g.grid_n = ceil_div(p.shape().k, tn);
   g.k_tiles = ceil_div(p.shape().c * p.shape().r * p.shape().s, c.at("tile_k"));
@@ -74,6 +78,21 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
            " (cp.async pipeline) copies 8-channel taps of 16 bytes: it needs channels last with C a multiple of 8 "
            "(C = " + std::to_string(s.c) + ", " + (s.layout == ImageLayout::kNHWC ? "nhwc" : "nchw") +
            "); stages 0 stages through registers" + cfg();
+  if (c.at("mma") == 1) {
+    if (device.cc() != 90)
+      return "mma 1 (wgmma) runs on sm_90 only; the device is " + device.arch() + ": mma 0 (mma.sync) runs there";
+    if (c.at("tile_k") != 64)
+      return "mma 1 (wgmma) stages 128-byte rows: tile_k 64, not " + std::to_string(c.at("tile_k")) + cfg();
+    if (c.at("tile_m") != 64 * c.at("warps_m"))
+      return "mma 1 (wgmma): each of warps_m warpgroups takes 64 pixels, so tile_m = 64 * warps_m (" +
+             std::to_string(c.at("tile_m")) + " with warps_m " + std::to_string(c.at("warps_m")) + ")" + cfg();
+    if ((c.at("tile_n") / c.at("warps_n")) % 64 != 0)
+      return "mma 1 (wgmma): each warpgroup takes channels in 64s; tile_n / warps_n = " +
+             std::to_string(c.at("tile_n") / c.at("warps_n")) + cfg();
+    if (c.at("stages") == 2)
+      return "mma 1 (wgmma) keeps one stage's products in flight: stages 0 (through registers) or 3 and more" +
+             cfg();
+  }
   const IgemmGeometry g = igemm_geometry(p, c);
   if ((c.at("split_k") - 1) * g.per_split >= g.k_tiles)
     return "split_k " + std::to_string(c.at("split_k")) + " leaves a split without work: C * R * S = " +
@@ -122,8 +141,9 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
   // Warp tiles of 32 x 16 to 64 x 32: smaller ones reload the fragments for too few MMAs, larger ones cap
   // the blocks per SM (64 channels a warp never won on the H100, through registers or cp.async); at most 8 warps.
   const std::int64_t wm = c.at("tile_m") / c.at("warps_m"), wn = c.at("tile_n") / c.at("warps_n");
-  const std::int64_t warps = c.at("warps_m") * c.at("warps_n");
-  if (wm < 32 || wm > 64 || wn < 16 || wn > 32)
+  const bool wgmma = c.at("mma") == 1;
+  const std::int64_t warps = c.at("warps_m") * c.at("warps_n") * (wgmma ? 4 : 1);
+  if (!wgmma && (wm < 32 || wm > 64 || wn < 16 || wn > 32))
     return "warp tile " + std::to_string(wm) + " x " + std::to_string(wn) +
            " (tuned: 32 to 64 pixels x 16 to 32 channels)";
   // Where the cp.async pipeline applies it beat the register-staged stages by 10-17% on every channels-last case
@@ -131,7 +151,7 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
   // and a second block per SM (min_blocks 2) only lost.
   const auto& s = p.shape();
   if (c.at("stages") == 0 && s.layout == ImageLayout::kNHWC && s.c % 8 == 0)
-    return "stages 0 where the cp.async pipeline applies (channels last, C a multiple of 8; tuned: 2 to 4)";
+    return "stages 0 where the cp.async pipeline applies (channels last, C a multiple of 8; tuned: 2 to 8)";
   if (c.at("stages") > 0 && c.at("min_blocks") == 2)
     return "min_blocks 2 with the cp.async pipeline (tuned: 1)";
   // Split-K pays where the output tiles leave SMs idle, and only with a few stages per split.
@@ -176,6 +196,18 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   while (tm > 32 && blocks(tm, tn) < device.sm_count) tm /= 2;
   const std::int64_t tk = s.c * s.r * s.s >= 256 ? 64 : s.c * s.r * s.s >= 64 ? 32 : 16;
   const bool pipelined = s.layout == ImageLayout::kNHWC && s.c % 8 == 0;
+  // wgmma on sm_90 (channels last through the cp.async pipeline), where 64 x 64 tiles give every SM a block: the
+  // H100's tuned picks were 128-pixel tiles of two warpgroups, 128 channels where K reaches 128, four stages
+  // (bench/RESULTS.md; 1.2-1.8x the mma.sync kernel's best). Through registers (NCHW) it lost to mma.sync.
+  const std::int64_t wg_n = s.k >= 128 ? 128 : 64;
+  if (pipelined && device.cc() == 90 && s.k > 32 && s.c * s.r * s.s >= 128 &&
+      blocks(64, 64) >= device.sm_count) {
+    const std::int64_t wg_m = blocks(128, wg_n) >= device.sm_count / 2 ? 128 : 64;
+    const Config c{{"algo", 1},        {"mma", 1},      {"tile_m", wg_m},   {"tile_n", wg_n},
+                   {"tile_k", 64},     {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
+                   {"stages", 4},      {"split_k", 1}};  // split 2 lost 1.16x on the C = 320 batch-1 row
+    return complete_config(c);
+  }
   std::int64_t wm = tm == 32 ? 1 : 2;
   std::int64_t wn = tm == 32 ? std::min<std::int64_t>(4, tn / 16) : std::max<std::int64_t>(1, tn / 32);
   if (pipelined && tm > 32) wm = std::max<std::int64_t>(1, tm / 64);
@@ -192,7 +224,8 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config) {
   std::string name = "jitune::conv::conv2d_igemm<" + std::string(dtype_cuda_type(p.dtype()));
   for (std::int64_t v : {std::int64_t{s.layout == ImageLayout::kNHWC ? 1 : 0}, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
                          config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
-                         config.at("min_blocks"), config.at("stages"), config.at("split_k"), std::int64_t{s.bias ? 1 : 0}})
+                         config.at("min_blocks"), config.at("mma"), config.at("stages"), config.at("split_k"),
+                         std::int64_t{s.bias ? 1 : 0}})
     name += ", " + std::to_string(v);
   name += ">";
   return {"#include \"conv2d/conv2d.cuh\"\n", std::move(name)};

@@ -13,10 +13,19 @@
 //    multiplied. Any layout and alignment. NCHW puts a pixel's taps H * W apart, so the patch is gathered
 //    element by element: each thread keeps its pixels' byte bases and reads the stage's (c, r, s) offsets and
 //    tap displacements from a small table in shared memory (built one stage ahead).
-//  - 2 to 4, cp.async: kStages shared buffers written by the copy engine without passing through registers,
+//  - 2 to 8, cp.async: kStages shared buffers written by the copy engine without passing through registers,
 //    kStages - 1 slices in flight while one is multiplied. Channels last with C a multiple of 8 and 16-byte
 //    aligned x and w (the host's variant falls back to 0 for other pointers): an 8-channel tap is one 16-byte
 //    copy, zero-filled outside the input.
+// Two ways to multiply (kMma):
+//  - 0, mma.sync m16n8k16 (sm_80+): each warp a (kTileM / kWarpsM) x (kTileN / kWarpsN) warp tile, fragments
+//    read by ldmatrix from rows padded by 8 halves.
+//  - 1, wgmma (sm_90a): each warpgroup (4 warps) a 64 x (kTileN / kWarpsN) tile issued as m64n128k16 steps
+//    (m64n64k16 where its channels are not a multiple of 128) that read both operands from shared memory through
+//    matrix descriptors. A stage is kTileK = 64 halves (128 bytes) a row, stored in the 128-byte swizzle
+//    (16-byte chunk j of row r at chunk j ^ (r % 8); buffers 1024-byte aligned). The warpgroup's products run
+//    asynchronously: one stage's group is still in flight while the next is issued, and the copies run
+//    kStages - 2 stages ahead.
 // Where the output tiles are too few to fill the GPU, kSplitK blocks share a tile's reduction (split-K): each
 // writes its float partial tile to a workspace and the last to arrive sums them in a fixed order.
 // Weights are read as 16-byte vectors where C * R * S is a multiple of 8 and the pointer is aligned, element by
@@ -31,9 +40,9 @@ namespace jitune {
 namespace conv {
 
 /// Shared-memory layout of conv2d_igemm, mirrored by the host's igemm_geometry in igemm.cpp.
-template <int kTileM, int kTileN, int kTileK, int kStages>
+template <int kTileM, int kTileN, int kTileK, int kStages, int kMma = 0>
 struct IgemmGeometry {
-  static constexpr int kPitch = kTileK + 8;                             // halves per staged row
+  static constexpr int kPitch = kMma ? kTileK : kTileK + 8;            // halves per staged row (wgmma: swizzled)
   static constexpr int kStage = (kTileM + kTileN) * kPitch;             // halves per buffer (A then B)
   static constexpr int kBuffers = kStages > 0 ? kStages : 2;
   static constexpr int kOutPitch = kTileM + 8;   // NCHW: halves per staged output channel ([k][m])
@@ -42,13 +51,21 @@ struct IgemmGeometry {
   static constexpr int kOutBytes =
       (kTileN * kOutPitch > kTileM * kOutPitchNhwc ? kTileN * kOutPitch : kTileM * kOutPitchNhwc) * 2;
   static constexpr int kTableBytes = kStages > 0 ? 0 : 2 * kTileK * 16;  // two stages' reduction tables
-  static constexpr int kBytes = (kMainBytes > kOutBytes ? kMainBytes : kOutBytes) + kTableBytes;
+  static constexpr int kAlignSlack = kMma ? 1024 : 0;  // wgmma's swizzled buffers start 1024-byte aligned
+  static constexpr int kBytes = (kMainBytes > kOutBytes ? kMainBytes : kOutBytes) + kTableBytes + kAlignSlack;
+  /// Halves from a staged matrix's start to the 8-element chunk at (row, col): padded rows for mma.sync, the
+  /// 128-byte swizzle for wgmma (chunk col / 8 of row r stored at chunk (col / 8) ^ (r % 8)).
+  __device__ static __forceinline__ int at(int row, int col) {
+    if constexpr (kMma != 0) return row * kTileK + (((col >> 3) ^ (row & 7)) << 3);
+    else return row * kPitch + col;
+  }
 };
 
 template <class T>
 struct MmaType;
 template <>
 struct MmaType<__half> {
+  static constexpr bool kBf16 = false;
   __device__ static __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -59,6 +76,7 @@ struct MmaType<__half> {
 };
 template <>
 struct MmaType<__nv_bfloat16> {
+  static constexpr bool kBf16 = true;
   __device__ static __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -67,6 +85,107 @@ struct MmaType<__nv_bfloat16> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 };
+
+
+// wgmma (sm_90a): warpgroup-wide asynchronous MMA with both operands in shared memory. Compiled only for the
+// arch-specific target (the host refuses kMma 1 elsewhere); other targets get an empty body never launched.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define JITUNE_WGMMA 1
+#else
+#define JITUNE_WGMMA 0
+#endif
+
+/// Matrix descriptor of a K-major operand in the 128-byte swizzle: start address, leading byte offset 16
+/// (unused by this swizzle), 1024 bytes between 8-row groups, swizzle mode 1 (128 bytes).
+__device__ __forceinline__ unsigned long long wgmma_descriptor(const void* shared) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  return static_cast<unsigned long long>((address & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_fence() {
+#if JITUNE_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if JITUNE_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+/// Waits until at most kPending of this warpgroup's committed wgmma groups are in flight.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+#if JITUNE_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+/// Orders this thread's generic-proxy writes to shared memory (st.shared, cp.async) before reads by the async
+/// proxy (wgmma's operand fetch); a barrier then publishes them to the warpgroup.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if JITUNE_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+/// Keeps the compiler from moving accumulator accesses across wgmma issue / wait points.
+__device__ __forceinline__ void wgmma_pin(float& r) {
+  asm volatile("" : "+f"(r)::"memory");
+}
+
+#define JITUNE_WGMMA_D32                                                                                        \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define JITUNE_WGMMA_OUT32(d)                                                                                   \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),       \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),  \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),  \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),  \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+
+#define JITUNE_WGMMA_D64 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define JITUNE_WGMMA_OUT64(d)                                                                                 \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),                    \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),                \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),                \
+      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),                \
+      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),                \
+      "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),                \
+      "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),              \
+      "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),          \
+      "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]),          \
+      "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),          \
+      "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+
+/// One wgmma step: `shape` m64nNk16, `type` f16 or bf16, N / 2 float outputs (JITUNE_WGMMA_D32 / D64 with
+/// OUT32 / OUT64), then the descriptors' and the scale-d predicate's operand numbers.
+#define JITUNE_WGMMA_STEP(shape, type, dregs, outs, a_idx, b_idx, p_idx)                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #p_idx ", 0;\n"                                       \
+               "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " " dregs ", %" #a_idx ", %" #b_idx \
+               ", p, 1, 1, 0, 0;\n}\n"                                                                     \
+               : outs                                                                                       \
+               : "l"(a), "l"(b), "r"(1))
+
+/// d (64 x kN of the warpgroup: this thread's kN / 8 n8 groups of 4 floats, the mma.sync C layout per n8 group)
+/// += A (64 x 16, K-major) * B (16 x kN, K-major), both by descriptor; kBf16 picks the input type. kN 128 reads A
+/// once for twice the channels of kN 64.
+template <bool kBf16, int kN>
+__device__ __forceinline__ void wgmma_step(float (*d)[4], unsigned long long a, unsigned long long b) {
+  static_assert(kN == 64 || kN == 128, "m64n64k16 or m64n128k16");
+#if JITUNE_WGMMA
+  if constexpr (kN == 128 && kBf16)
+    JITUNE_WGMMA_STEP("m64n128k16", "bf16", JITUNE_WGMMA_D64, JITUNE_WGMMA_OUT64(d), 64, 65, 66);
+  else if constexpr (kN == 128)
+    JITUNE_WGMMA_STEP("m64n128k16", "f16", JITUNE_WGMMA_D64, JITUNE_WGMMA_OUT64(d), 64, 65, 66);
+  else if constexpr (kBf16)
+    JITUNE_WGMMA_STEP("m64n64k16", "bf16", JITUNE_WGMMA_D32, JITUNE_WGMMA_OUT32(d), 32, 33, 34);
+  else
+    JITUNE_WGMMA_STEP("m64n64k16", "f16", JITUNE_WGMMA_D32, JITUNE_WGMMA_OUT32(d), 32, 33, 34);
+#else
+  (void)d, (void)a, (void)b;
+#endif
+}
 
 /// Bytes of split-K arrival counters at the start of conv2d_igemm's workspace (one per output tile; the host's
 /// prep mirrors it).
@@ -107,19 +226,29 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared
 // Tunables (host names in brackets): kTileM [tile_m] output pixels and kTileN [tile_n] output channels per
 // block, kTileK [tile_k] reduction elements per stage, kWarpsM x kWarpsN [warps_m, warps_n] warps per block,
 // kMinBlocks [min_blocks] blocks per SM the registers must allow (__launch_bounds__; 2 caps 256 threads at 128),
+// kMma [mma] 0: mma.sync warps; 1: wgmma warpgroups (kWarpsM x kWarpsN of them, each 64 x kTileN / kWarpsN;
+// kTileK 64),
 // kStages [stages] 0: register-staged double buffer, 2..4: cp.async pipeline of that many shared buffers,
 // kSplitK [split_k] blocks sharing one output tile's reduction (blockIdx.z; workspace: igemm_counter_bytes of
 // zeroed arrival counters, one per tile, then a float partial tile per block).
 // Problem constants: kNhwc (channels last: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K}), kC, kK channels, kR x kS
 // filter, strides, dilations; kBias adds bias[k].
 template <class T, int kNhwc, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW, int kTileM,
-          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kStages, int kSplitK, int kBias>
-__global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_igemm(Args<T> a, void* workspace) {
+          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kMma, int kStages, int kSplitK,
+          int kBias>
+__global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlocks)
+    conv2d_igemm(Args<T> a, void* workspace) {
   static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
   static_assert(kStages == 0 || (kNhwc && kC % 8 == 0 && kStages >= 2), "cp.async stages take 8-channel taps");
-  using G = IgemmGeometry<kTileM, kTileN, kTileK, kStages>;
-  constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-  constexpr int kWarpM = kTileM / kWarpsM, kWarpN = kTileN / kWarpsN;
+  static_assert(kMma == 0 || (kTileK == 64 && kTileM == 64 * kWarpsM && (kTileN / kWarpsN) % 64 == 0 &&
+                              (kStages == 0 || kStages >= 3)),
+                "wgmma: 64-pixel warpgroup tiles, channels in 64s, 128-byte rows (tile_k 64), 0 or 3+ stages");
+  using G = IgemmGeometry<kTileM, kTileN, kTileK, kStages, kMma>;
+  // Warps along the pixels: a wgmma warpgroup's four warps hold 16 rows each of its 64 (the C layout of
+  // m64nNk16 is mma.sync's per warp), so the epilogue and split-K see kWM x kWarpsN warps of 16-row tiles.
+  constexpr int kWM = kMma ? 4 * kWarpsM : kWarpsM;
+  constexpr int kThreads = 32 * kWM * kWarpsN;
+  constexpr int kWarpM = kTileM / kWM, kWarpN = kTileN / kWarpsN;
   static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tiles are multiples of 16 x 16");
   static_assert(kTileK % 16 == 0, "tile_k is a multiple of 16");
   constexpr int kMI = kWarpM / 16, kNI = kWarpN / 8;
@@ -131,16 +260,24 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
   constexpr bool kWeightVectors = kCRS % 8 == 0;
 
   extern __shared__ float4 shared_raw[];
-  T* const smem = reinterpret_cast<T*>(shared_raw);
+  T* const smem = reinterpret_cast<T*>(
+      kMma ? (reinterpret_cast<unsigned long long>(shared_raw) + 1023) & ~1023ull
+           : reinterpret_cast<unsigned long long>(shared_raw));
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
+  const int warp_m = warp % kWM, warp_n = warp / kWM;
   const int pq = a.p * a.q;
   const int m_total = a.n * pq;
   const int m0 = blockIdx.x * kTileM, k0 = blockIdx.y * kTileN;
   const long long plane = static_cast<long long>(a.h) * a.w;
 
-  // The pixels this thread gathers: chunk i covers row (tid + i * kThreads) % kTileM of the A tile. Rows past
+  // A chunk idx's staged row (output pixel) and first column. Channels last stores a pixel's taps as consecutive
+  // 16-byte chunks, so a warp's chunks run along rows (whole 128-byte lines; a warp down a column read 32 lines
+  // for half a sector each and saturated the L1 on the H100); NCHW's pixels are consecutive within a channel, so
+  // a warp's chunks run down a column.
+  auto a_row = [](int idx) { return kNhwc ? idx / kChunksPerRow : idx % kTileM; };
+  auto a_col = [](int idx) { return (kNhwc ? idx % kChunksPerRow : idx / kTileM) * 8; };
+  // The pixels this thread gathers: chunk i covers row a_row(tid + i * kThreads) of the A tile. Rows past
   // the output get a top row no filter tap reaches (the host keeps H, W and padding below 2^29).
   // base: the byte address of the pixel's tap (0, 0) of channel 0, possibly outside x (padding), only ever
   // offset to taps inside it; one IMAD.WIDE per gathered element.
@@ -148,7 +285,7 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
   int iy_base[kAPer], ix_base[kAPer];
 #pragma unroll
   for (int i = 0; i < kAPer; ++i) {
-    const int m = m0 + (tid + i * kThreads) % kTileM;
+    const int m = m0 + a_row(tid + i * kThreads);
     const bool valid = (kAChunks % kThreads == 0 || tid + i * kThreads < kAChunks) && m < m_total;
     const int img = valid ? m / pq : 0, rem = valid ? m - img * pq : 0;
     const int oy = rem / a.q, ox = rem - oy * a.q;
@@ -190,7 +327,7 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
     const int4* const tab = table + (kt & 1) * kTileK;
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
-      const int col = ((tid + i * kThreads) / kTileM) * 8;
+      const int col = a_col(tid + i * kThreads);
       if (kAChunks % kThreads != 0 && tid + i * kThreads >= kAChunks) continue;  // no chunk (nor table entry)
       if (kNhwc && kC % 8 == 0 && input_aligned) {  // 8 channels of one tap: one 16-byte load
         const int4 t = tab[col];
@@ -239,14 +376,14 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
     for (int i = 0; i < kAPer; ++i) {
       const int idx = tid + i * kThreads;
       if (kAChunks % kThreads == 0 || idx < kAChunks)
-        *reinterpret_cast<uint4*>(s_a + (idx % kTileM) * G::kPitch + (idx / kTileM) * 8) = a_reg[i];
+        *reinterpret_cast<uint4*>(s_a + G::at(a_row(idx), a_col(idx))) = a_reg[i];
     }
 #pragma unroll
     for (int i = 0; i < kBPer; ++i) {
       const int idx = tid + i * kThreads;
       if (kBChunks % kThreads == 0 || idx < kBChunks) {
         const int row = idx / kChunksPerRow;
-        *reinterpret_cast<uint4*>(s_b + row * G::kPitch + (idx - row * kChunksPerRow) * 8) = b_reg[i];
+        *reinterpret_cast<uint4*>(s_b + G::at(row, (idx - row * kChunksPerRow) * 8)) = b_reg[i];
       }
     }
   };
@@ -263,21 +400,48 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
   auto multiply = [&](int buf) {
     const T* const s_a = smem + buf * G::kStage;
     const T* const s_b = s_a + kTileM * G::kPitch;
+    if constexpr (kMma != 0) {
+      // The warpgroup's 64 rows of A and kWarpN rows of B, 16 reduction elements (32 bytes) per step; this
+      // thread's accumulators of channel step j are acc[0][kStepN / 8 * j ..] (kStepN / 8 n8 groups).
+      const int group = warp / 4;
+      const T* const wa = s_a + (group % kWarpsM) * 64 * kTileK;
+      const T* const wb = s_b + (group / kWarpsM) * kWarpN * kTileK;
+      // Channels in 128s where the warpgroup's tile allows (A read once per 128), else in 64s.
+      constexpr int kStepN = kWarpN % 128 == 0 ? 128 : 64;
 #pragma unroll
-    for (int ks = 0; ks < kTileK; ks += 16) {
-      unsigned af[kMI][4], bf[kNI / 2][4];
+      for (int ks = 0; ks < kTileK; ks += 16)
 #pragma unroll
-      for (int i = 0; i < kMI; ++i)
-        ldmatrix_x4(af[i], s_a + (warp_m * kWarpM + i * 16 + lane % 16) * G::kPitch + ks + (lane / 16) * 8);
+        for (int j = 0; j < kWarpN / kStepN; ++j) {
+          const unsigned long long da = wgmma_descriptor(wa + ks);
+          const unsigned long long db = wgmma_descriptor(wb + j * kStepN * kTileK + ks);
+          wgmma_step<MmaType<T>::kBf16, kStepN>(&acc[0][kStepN / 8 * j], da, db);
+        }
+    } else {
 #pragma unroll
-      for (int j = 0; j < kNI / 2; ++j)
-        ldmatrix_x4(bf[j], s_b + (warp_n * kWarpN + j * 16 + (lane / 16) * 8 + lane % 8) * G::kPitch + ks +
-                               ((lane / 8) % 2) * 8);
+      for (int ks = 0; ks < kTileK; ks += 16) {
+        unsigned af[kMI][4], bf[kNI / 2][4];
 #pragma unroll
-      for (int i = 0; i < kMI; ++i)
+        for (int i = 0; i < kMI; ++i)
+          ldmatrix_x4(af[i], s_a + (warp_m * kWarpM + i * 16 + lane % 16) * G::kPitch + ks + (lane / 16) * 8);
 #pragma unroll
-        for (int j = 0; j < kNI; ++j)
-          MmaType<T>::mma(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
+        for (int j = 0; j < kNI / 2; ++j)
+          ldmatrix_x4(bf[j], s_b + (warp_n * kWarpN + j * 16 + (lane / 16) * 8 + lane % 8) * G::kPitch + ks +
+                                 ((lane / 8) % 2) * 8);
+#pragma unroll
+        for (int i = 0; i < kMI; ++i)
+#pragma unroll
+          for (int j = 0; j < kNI; ++j)
+            MmaType<T>::mma(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
+      }
+    }
+  };
+  // wgmma: the accumulators stay in place while a group is in flight.
+  auto pin_accumulators = [&] {
+    if constexpr (kMma != 0) {
+#pragma unroll
+      for (int j = 0; j < kNI; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) wgmma_pin(acc[0][j][e]);
     }
   };
 
@@ -288,51 +452,74 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
   if constexpr (kStages > 0) {
     // Stage kt's copies into buffer `buf`: each A chunk is the 8 channels (c .. c + 7) of tap (r, s) of one
     // pixel (kk = (r * S + s) * C + c), each B chunk 8 consecutive weights of one filter row.
+    // A thread's chunks all sit in one column of the stage (kThreads is a multiple of the chunks per row), kRowStep
+    // rows apart: the tap, channel and reduction bounds are worked out once a stage, the shared offsets and the
+    // weights' addresses are this thread's first plus constants.
+    static_assert(kThreads % kChunksPerRow == 0, "a thread's chunks share a column");
+    constexpr int kRowStep = kThreads / kChunksPerRow;
+    const int my_row = tid / kChunksPerRow, my_col = (tid % kChunksPerRow) * 8;
+    const T* const w_row = a.wt + static_cast<long long>(k0 + my_row) * kCRS + my_col;
     auto copy_stage = [&](int kt, int buf) {
       T* const s_a = smem + buf * G::kStage;
       T* const s_b = s_a + kTileM * G::kPitch;
+      const int kk = kt * kTileK + my_col;
+      const int c = kk % kC, rs = kk / kC, r = rs / kS, dy = r * kDilH, dx = (rs - r * kS) * kDilW;
+      const bool in_reduction = kCRS % kTileK == 0 || kk < kCRS;
+      const long long tap = static_cast<long long>((dy * a.w + dx) * kC + c) * 2;
 #pragma unroll
       for (int i = 0; i < kAPer; ++i) {
-        const int idx = tid + i * kThreads;
-        if (kAChunks % kThreads != 0 && idx >= kAChunks) continue;
-        const int col = (idx / kTileM) * 8, kk = kt * kTileK + col;
-        const int c = kk % kC, rs = kk / kC, r = rs / kS, dy = r * kDilH, dx = (rs - r * kS) * kDilW;
+        if (kAChunks % kThreads != 0 && tid + i * kThreads >= kAChunks) continue;
         const int iy = iy_base[i] + dy, ix = ix_base[i] + dx;
-        const bool inside = (kCRS % kTileK == 0 || kk < kCRS) && static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) &&
+        const bool inside = in_reduction && static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) &&
                             static_cast<unsigned>(ix) < static_cast<unsigned>(a.w);
-        const void* src = inside ? reinterpret_cast<const void*>(base[i] + static_cast<long long>((dy * a.w + dx) * kC + c) * 2)
-                                 : static_cast<const void*>(a.x);
-        cp_async_16<true>(s_a + (idx % kTileM) * G::kPitch + col, src, inside);
+        const void* src = inside ? reinterpret_cast<const void*>(base[i] + tap) : static_cast<const void*>(a.x);
+        cp_async_16<true>(s_a + G::at(my_row + i * kRowStep, my_col), src, inside);
       }
 #pragma unroll
       for (int i = 0; i < kBPer; ++i) {
-        const int idx = tid + i * kThreads;
-        if (kBChunks % kThreads != 0 && idx >= kBChunks) continue;
-        const int row = idx / kChunksPerRow, col = (idx - row * kChunksPerRow) * 8, kk = kt * kTileK + col;
-        const int k = k0 + row;
-        const bool live = (kK % kTileN == 0 || k < kK) && (kCRS % kTileK == 0 || kk < kCRS);
-        const void* src = live ? static_cast<const void*>(a.wt + static_cast<long long>(k) * kCRS + kk)
+        if (kBChunks % kThreads != 0 && tid + i * kThreads >= kBChunks) continue;
+        const bool live = (kK % kTileN == 0 || k0 + my_row + i * kRowStep < kK) && in_reduction;
+        const void* src = live ? static_cast<const void*>(w_row + static_cast<long long>(i) * kRowStep * kCRS +
+                                                          kt * kTileK)
                                : static_cast<const void*>(a.wt);
-        cp_async_16<false>(s_b + row * G::kPitch + col, src, live);
+        cp_async_16<false>(s_b + G::at(my_row + i * kRowStep, my_col), src, live);
       }
     };
-    // Prologue: stages 0 .. kStages - 2 of this block's slices in flight (a group per stage, empty past them, so
-    // the count of groups a wait leaves pending always means the same stages).
+    // Slices in flight ahead of the one multiplied: kStages - 1 for mma.sync (the buffer refilled was read by the
+    // previous slice, before this iteration's barrier), kStages - 2 for wgmma (the previous slice's group may
+    // still be reading its buffer, so the one refilled is two slices back).
+    constexpr int kAhead = kMma ? kStages - 2 : kStages - 1;
+    // Prologue: slices 0 .. kAhead - 1 in flight (a group per slice, empty past them, so the count of groups a
+    // wait leaves pending always means the same slices).
 #pragma unroll
-    for (int st = 0; st < kStages - 1; ++st) {
+    for (int st = 0; st < kAhead; ++st) {
       if (st < count) copy_stage(kt0 + st, st);
       cp_async_commit();
     }
-    int read = 0, write = kStages - 1;
+    int read = 0, write = kAhead;
 #pragma unroll 1
     for (int it = 0; it < count; ++it) {
-      cp_async_wait<kStages - 2>();  // slice it has landed (this thread's copies) ...
-      __syncthreads();               // ... everyone's; and buffer `write` (slice it - 1) is no longer read
-      if (it + kStages - 1 < count) copy_stage(kt0 + it + kStages - 1, write);
+      cp_async_wait<kAhead - 1>();  // slice it has landed (this thread's copies) ...
+      if constexpr (kMma != 0) {
+        fence_proxy_async_shared();  // ... visible to wgmma's operand reads,
+        wgmma_wait<1>();             // and this warpgroup's slice it - 2 multiplied
+      }
+      __syncthreads();  // ... everyone's; buffer `write` (slice it - 1, wgmma: it - 2) is no longer read
+      if (it + kAhead < count) copy_stage(kt0 + it + kAhead, write);
       cp_async_commit();
-      multiply(read);
+      if constexpr (kMma != 0) {
+        wgmma_fence();
+        multiply(read);
+        wgmma_commit();
+      } else {
+        multiply(read);
+      }
       read = read + 1 == kStages ? 0 : read + 1;
       write = write + 1 == kStages ? 0 : write + 1;
+    }
+    if constexpr (kMma != 0) {
+      wgmma_wait<0>();
+      pin_accumulators();
     }
     cp_async_wait<0>();
     __syncthreads();
@@ -343,6 +530,7 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
     __syncthreads();
     load_tile(kt0);
     store_tile(0);
+    if constexpr (kMma != 0) fence_proxy_async_shared();  // the stores visible to wgmma's operand reads
     __syncthreads();
 #pragma unroll 1
     for (int it = 0; it < count; ++it) {
@@ -350,8 +538,15 @@ __global__ void __launch_bounds__(32 * kWarpsM * kWarpsN, kMinBlocks) conv2d_ige
       if (it + 1 < count) load_tile(kt + 1);
       // Stage kt + 2's table goes where stage kt's was (read by load_tile(kt), before the last barrier).
       if (it + 2 < count) fill_table(kt + 2);
+      if constexpr (kMma != 0) wgmma_fence();
       multiply(it & 1);
+      if constexpr (kMma != 0) wgmma_commit();
       if (it + 1 < count) store_tile((it + 1) & 1);  // the other buffer: last read before the previous barrier
+      if constexpr (kMma != 0) {
+        fence_proxy_async_shared();
+        wgmma_wait<0>();  // this slice's products done before the barrier frees its buffer
+        pin_accumulators();
+      }
       __syncthreads();
     }
   }

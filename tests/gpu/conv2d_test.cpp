@@ -329,6 +329,11 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
               for (const auto& [name, v] : all[i].values()) seen.insert({name, v});
               break;
             }
+    // wgmma (mma 1) on sm_90: through registers (NCHW) and the cp.async pipeline (channels last), wherever its
+    // 64-channel tiles and 64-element stages are not mostly idle.
+    const auto& sh = p.shape();
+    if (rt.device().cc() == 90 && p.dtype() != DType::kFloat32 && sh.k > 32 && sh.c * sh.r * sh.s > 32)
+      CHECK(seen.count({"mma", 1}) == 1);
     if (p.shape().layout == ImageLayout::kNHWC) {  // only the implicit GEMM's knobs vary
       for (std::int64_t v : {2, 3, 4}) CHECK(seen.count({"stages", v}) == 1);
       for (std::int64_t v : {2, 4, 8}) CHECK(seen.count({"split_k", v}) == 1);

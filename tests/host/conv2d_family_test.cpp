@@ -387,6 +387,63 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
   for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned)) CHECK(x.at("algo") == 0);
 }
 
+TEST_CASE("wgmma (mma 1): sm_90 only, its tile rules, and the channels-last default there") {
+  const DeviceInfo hopper = nominal_device(90), ampere = nominal_device(80);
+  auto body = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                       {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
+  auto wide = problem({{"dtype", "bfloat16"}, {"n", "32"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
+                       {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
+  // The default on sm_90: two warpgroups of 64 pixels, 64 or 128 channels, four cp.async stages; mma.sync on sm_80.
+  const Config h = fam().heuristic(*body, hopper);
+  CHECK(h.at("algo") == 1);
+  CHECK(h.at("mma") == 1);
+  CHECK(h.at("tile_m") == 128);
+  CHECK(h.at("warps_m") == 2);
+  CHECK(h.at("tile_n") == 64);
+  CHECK(h.at("stages") == 4);
+  CHECK(fam().validate(*body, h, hopper).empty());
+  CHECK(fam().heuristic(*wide, hopper).at("tile_n") == 128);
+  CHECK(fam().validate(*wide, fam().heuristic(*wide, hopper), hopper).empty());
+  CHECK(fam().heuristic(*body, ampere).at("mma") == 0);
+  // Two warpgroups: 256 threads; swizzled rows of 64 halves, four buffers, 1024 bytes to align them.
+  const LaunchShape shape = fam().launch_shape(*body, h, hopper);
+  CHECK(shape.block.x == 256);
+  CHECK(shape.shared_bytes == 4 * (128 + 64) * 64 * 2 + 1024);
+  // NCHW keeps mma.sync by default (wgmma through registers lost there), but may tune wgmma.
+  auto nchw = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                       {"r", "3"}, {"padding", "1"}});
+  CHECK(fam().heuristic(*nchw, hopper).at("mma") == 0);
+  Config staged = h;
+  staged.set("stages", 0);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*nchw), staged, hopper).empty());
+  auto why = [&](std::initializer_list<std::pair<const char*, std::int64_t>> changes, const DeviceInfo& d) {
+    Config x = h;
+    for (auto [name, value] : changes) x.set(name, value);
+    return fam().validate(*body, x, d);
+  };
+  CHECK(why({}, ampere).find("mma 1 (wgmma) runs on sm_90 only; the device is sm_80") != std::string::npos);
+  CHECK(why({{"tile_k", 32}}, hopper).find("tile_k 64, not 32") != std::string::npos);
+  CHECK(why({{"warps_m", 1}}, hopper).find("tile_m = 64 * warps_m (128 with warps_m 1)") != std::string::npos);
+  CHECK(why({{"warps_n", 2}}, hopper).find("channels in 64s; tile_n / warps_n = 32") != std::string::npos);
+  CHECK(why({{"stages", 2}}, hopper).find("stages 0 (through registers) or 3 and more") != std::string::npos);
+  // Every legal wgmma candidate of the problem follows those rules; mma.sync ones are there too.
+  std::size_t pruned = 0, wgmma = 0, mma_sync = 0;
+  for (const Config& x : tuner::legal_candidates(fam(), *body, hopper, pruned)) {
+    if (x.at("algo") != 1) continue;
+    if (x.at("mma") == 1) {
+      ++wgmma;
+      CHECK(x.at("tile_k") == 64);
+      CHECK(x.at("tile_m") == 64 * x.at("warps_m"));
+      CHECK((x.at("tile_n") / x.at("warps_n")) % 64 == 0);
+    } else {
+      ++mma_sync;
+    }
+  }
+  CHECK(wgmma >= 4);
+  CHECK(mma_sync >= 20);
+  for (const Config& x : tuner::legal_candidates(fam(), *body, ampere, pruned)) CHECK(x.at("mma") == 0);
+}
+
 TEST_CASE("channels last: the layout is part of the problem, runs only on the implicit GEMM, says so otherwise") {
   const DeviceInfo dev = nominal_device(90);
   auto nhwc = [](const char* dtype, const char* c) {
@@ -532,8 +589,12 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
           // C * R * S = 864 is beyond the tensor-core direct kernel's filter registers (its own test below).
           const bool short_reduction_only =
               (param.name == "algo" && value == 2) || (param.when == "algo" && param.is == 2 && value != param.values.front());
-          CHECK(seen.count({param.name, value}) ==
-                (too_wide || tensor_cores_only || pipeline_only || direct_only || short_reduction_only ? 0u : 1u));
+          // wgmma (mma 1) is sm_90's only.
+          const bool sm90_only = cc != 90 && param.name == "mma" && value == 1;
+          CHECK(seen.count({param.name, value}) == (too_wide || tensor_cores_only || pipeline_only || direct_only ||
+                                                            short_reduction_only || sm90_only
+                                                        ? 0u
+                                                        : 1u));
         }
       INFO("sm_", cc, " ", dtype, " ", layout, ": ", sample.size(), " configs");
       REQUIRE(sample.size() >= (std::string_view(layout) == "nhwc" ? 6u : 12u));
