@@ -184,6 +184,51 @@ TEST_CASE("tune --plan --shard: N shards list the whole suite, each case once, w
   CHECK(both.code == 2);
 }
 
+TEST_CASE("tune --devices: each GPU a shard of the suite (--plan without a GPU), and what it refuses") {
+  Result whole = run("--json tune --suite default --plan");
+  REQUIRE_MESSAGE(whole.code == 0, whole.out);
+  std::multiset<std::string> expected, seen;
+  const auto all = nlohmann::json::parse(whole.out);
+  for (const auto& item : all["items"])
+    expected.insert(item["family"].get<std::string>() + "/" + item["name"].get<std::string>());
+  Result plan = run("--json tune --suite default --plan --devices 3,0,5");
+  REQUIRE_MESSAGE(plan.code == 0, plan.out);
+  const auto j = nlohmann::json::parse(plan.out);
+  REQUIRE(j["devices"].size() == 3);
+  const int ordinals[] = {3, 0, 5};
+  for (int k = 0; k < 3; ++k) {
+    const auto& d = j["devices"][k];
+    CHECK(d["device"] == ordinals[k]);  // in the order given, GPU k of the list taking shard k
+    CHECK(d["shard"] == k);
+    CHECK(d["shards"] == 3);
+    for (const auto& item : d["items"])
+      seen.insert(item["family"].get<std::string>() + "/" + item["name"].get<std::string>());
+  }
+  CHECK(seen == expected);  // the union is the suite, no case on two GPUs
+  CHECK(expected.size() > 50);
+  Result text = run("tune --suite default --family permute --plan --devices 0,1");
+  REQUIRE_MESSAGE(text.code == 0, text.out);
+  CHECK(text.out.find("gpu 0:") != std::string::npos);
+  CHECK(text.out.find("gpu 1:") != std::string::npos);
+  CHECK(text.out.find("shard 1 of 2") != std::string::npos);
+  const std::pair<const char*, const char*> refused[] = {
+      {"tune --suite default --plan --devices all", "name the devices (--devices 0,1)"},
+      {"tune --suite default --plan --devices 0,0", "names GPU 0 twice"},
+      {"tune --suite default --plan --devices 0,x", "GPU ordinals separated by commas"},
+      {"tune --suite default --devices 0,1 --shard 0/2", "drop --shard"},
+      {"tune --suite default --devices 0,1 --dry-run", "drop --devices"},
+      {"tune elementwise --expr 'z = x' --dtype float32 --n 10 --devices 0,1", "add --suite default"}};
+  for (auto [args, message] : refused) {
+    Result r = run(args);
+    CHECK_MESSAGE(r.code != 0, args);
+    CHECK_MESSAGE(r.out.find(message) != std::string::npos, args, ": ", r.out);
+  }
+  // Without a GPU the workers are never started: the no-GPU exit, saying why.
+  Result none = run("tune --suite default --family permute --devices 0,1");
+  CHECK(none.code == 3);
+  CHECK(none.out.find("no GPU") != std::string::npos);
+}
+
 TEST_CASE("bad command lines are clear errors with distinct exit codes") {
   Result dtype = run("tune elementwise --expr 'z = x' --dtype fp8 --n 10 --dry-run");
   CHECK(dtype.code == 1);

@@ -127,6 +127,9 @@ CliApp::CliApp() {
                                                 "(a faulting candidate then ends the run)");
   tune_->add_option("--shard", t.shard, "with --suite: tune only shard i of N (i/N, from 0), or 'auto' from a Slurm "
                                         "job array or RANK / WORLD_SIZE; every shard computes the same split");
+  tune_->add_option("--devices", t.devices, "with --suite: tune on these GPUs of this host at once, 'all' or "
+                                            "ordinals (0,1): a worker process per GPU takes a shard, the stores are "
+                                            "merged into the cache at the end");
   tune_->add_flag("--plan", t.plan, "with --suite: list the work items this shard would tune (estimated costs) and "
                                     "stop: no GPU, no compile");
   tune_->add_option("--signature", t.signature, "problem signature instead of problem options");
@@ -238,6 +241,7 @@ std::optional<int> CliApp::parse(int argc, const char* const* argv, bool print) 
     return fail(kExitUsage, "usage", "unexpected argument(s): " + words + "; run with --help", print);
   }
   if (*tune_) {
+    tune_args_.argv.assign(argv, argv + argc);
     auto [family, options] = chosen(tune_families_);
     tune_args_.family = family;
     tune_args_.problem = options;
@@ -314,6 +318,16 @@ std::string CliApp::ignored_tune_options() const {
     return std::string("jitune tune: ") + (t.plan ? "--plan" : "--shard") +
            " works on a suite; add --suite default (one problem is one work item)";
   if (t.plan && t.dry_run) return "jitune tune: --plan lists the work and stops; drop --dry-run or --plan";
+  if (given("--devices")) {
+    if (t.suite.empty())
+      return "jitune tune: --devices shares a suite's cases among GPUs; add --suite default (one problem runs on one "
+             "GPU: --device)";
+    if (given("--shard"))
+      return "jitune tune: --devices gives each GPU its shard of the suite itself; drop --shard (or run one process "
+             "per shard with --device)";
+    if (t.dry_run) return "jitune tune: --dry-run compiles without a GPU; drop --devices";
+    if (given("--configs")) return "jitune tune: --configs times one problem's configs; drop --devices";
+  }
   if (given("--family") && t.suite.empty())
     return "jitune tune: --family filters a suite; add --suite default, or name the family as the subcommand";
   // `--family a b` reads b as the family subcommand when b names one (CLI11 stops a list at a subcommand).

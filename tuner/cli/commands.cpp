@@ -428,6 +428,7 @@ std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::
 }
 
 int tune(const Common& common, const TuneArgs& args) {
+  if (!args.devices.empty()) return tune_devices(common, args);
   std::vector<std::string> names;
   std::vector<TuneJob> jobs = tune_jobs(args, names);
   if (const auto planned = apply_shard(common, args, jobs, names)) return *planned;

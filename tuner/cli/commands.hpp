@@ -41,6 +41,8 @@ struct TuneArgs {
   std::string configs;                         ///< "a=1,b=2;a=2,b=2": time only these (and the default).
   std::string shard;                           ///< "i/N" or "auto": this process's share of the suite (tuner/shard).
   bool plan = false;                           ///< Print this shard's work items and stop (no GPU, no compile).
+  std::string devices;                         ///< "all" or "0,1,...": one worker per GPU, each a shard (tune_devices).
+  std::vector<std::string> argv;               ///< The command line as given (the workers get it, adapted).
 };
 
 struct WarmupArgs {
@@ -53,6 +55,12 @@ struct WarmupArgs {
 
 int devices(const Common& common);
 int tune(const Common& common, const TuneArgs& args);
+/// The GPU ordinals of --devices ("all" or "0,1,..."): no duplicates, each present (unless `plan`: no GPU needed).
+std::vector<int> device_list(const std::string& spec, bool plan);
+/// tune --suite with --devices: shard k of N in a worker process per GPU (this executable, its own store), the
+/// workers' output prefixed by GPU, their stores merged into the user cache at the end (also after a worker died).
+/// With --plan each GPU's shard is listed.
+int tune_devices(const Common& common, const TuneArgs& args);
 int explain(const Common& common, const std::string& family, const std::map<std::string, std::string>& problem,
             const std::string& signature);
 int explain_suite(const Common& common);
