@@ -40,10 +40,6 @@ RuntimeOptions runtime_options(const Common& c) {
   return o;
 }
 
-std::filesystem::path cache_path(const Common& c) {
-  return c.cache.empty() ? default_cache_dir() / "tuning.sqlite" : std::filesystem::path(c.cache);
-}
-
 std::unique_ptr<Problem> make_problem(const Family& f, const std::map<std::string, std::string>& options,
                                       const std::string& signature) {
   if (!signature.empty()) return f.parse_problem(signature);
@@ -344,6 +340,10 @@ std::unique_ptr<tuner::CompilePrefetch> start_prefetch(Runtime& rt, const TuneAr
 }
 
 }  // namespace
+
+std::filesystem::path cache_path(const Common& c) {
+  return c.cache.empty() ? default_cache_dir() / "tuning.sqlite" : std::filesystem::path(c.cache);
+}
 
 int devices(const Common& common) {
   const int n = device_count();

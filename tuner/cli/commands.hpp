@@ -1,6 +1,7 @@
 // The jitune CLI's commands. Each returns the process exit code; only main() decides to exit.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -53,6 +54,8 @@ struct WarmupArgs {
   bool quiet = false;                      ///< Only the summary line (and failures).
 };
 
+/// The user cache file the command works on: --cache, else tuning.sqlite in the default cache folder.
+std::filesystem::path cache_path(const Common& common);
 int devices(const Common& common);
 int tune(const Common& common, const TuneArgs& args);
 /// The GPU ordinals of --devices ("all" or "0,1,..."): no duplicates, each present (unless `plan`: no GPU needed).

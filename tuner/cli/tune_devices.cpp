@@ -179,8 +179,7 @@ int tune_devices(const Common& common, const TuneArgs& args) {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) throw Error("jitune tune --devices: cannot find this executable (/proc/self/exe): " + ec.message());
-  const std::filesystem::path target =
-      common.cache.empty() ? default_cache_dir() / "tuning.sqlite" : std::filesystem::path(common.cache);
+  const std::filesystem::path target = cache_path(common);
   // The workers' stores live beside the target until they are merged.
   const std::filesystem::path dir =
       target.parent_path() / (target.filename().string() + ".devices-" + std::to_string(::getpid()));
