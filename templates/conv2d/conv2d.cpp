@@ -64,7 +64,13 @@ class ConvFamily final : public Family {
             {"stages",
              {0, 2, 3, 4, 6, 8},
              "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-8: a cp.async pipeline "
-             "of that many shared buffers (channels last, C a multiple of 8)",
+             "of that many shared buffers (channels last or repack 1, C a multiple of 8)",
+             "algo",
+             1},
+            {"repack",
+             {0, 1},
+             "implicit GEMM, NCHW: 1: one cooperative launch copies x and w to channels last in the workspace, "
+             "then (after a grid barrier) runs the cp.async pipeline over the copies, writing y in NCHW",
              "algo",
              1},
             {"rows", {1, 2, 4, 8, 16, 32}, "tensor-core direct: output rows per block", "algo", 2},
@@ -142,16 +148,21 @@ class ConvFamily final : public Family {
             {"y", BufferRole::kOut, p.dtype(), {s.n, s.k, p.p(), p.q()}, {}}};
   }
 
-  // Split-K (implicit GEMM): zeroed arrival counters, one per output tile, then a float partial tile per block;
-  // the last block of a tile resets its counter, so a workspace kept for a stream needs no clearing again.
+  // Implicit GEMM: split-K's zeroed arrival counters, one per output tile, then a float partial tile per block;
+  // repack 1 puts its barrier counter first and its copies of x and w after; the kernel resets the counters, so a
+  // workspace kept for a stream needs no clearing again.
   LaunchPrep prep(const Problem& problem, const Config& config) const override {
     return detail::igemm_prep(static_cast<const ConvProblem&>(problem), config);
   }
 
-  // Slot 1: a cp.async pipeline (stages > 0) tuned on 16-byte aligned tensors, called with x or w less aligned,
-  // runs the register-staged kernel of the same tiles (it reads any alignment).
+  // Slot 1: a cp.async pipeline (stages > 0) over x and w in place, tuned on 16-byte aligned tensors, called with
+  // x or w less aligned, runs the register-staged kernel of the same tiles (it reads any alignment). A repacking
+  // kernel reads any alignment into its aligned copies.
   int variant(const Problem&, const Config& tuned, const Bindings& b) const override {
-    return tuned.at("algo") == 1 && tuned.at("stages") > 0 && (b.alignment[0] < 16 || b.alignment[1] < 16) ? 1 : 0;
+    return tuned.at("algo") == 1 && tuned.at("stages") > 0 && tuned.at("repack") == 0 &&
+                   (b.alignment[0] < 16 || b.alignment[1] < 16)
+               ? 1
+               : 0;
   }
 
   Config variant_config(const Problem&, const Config& tuned, int slot, const DeviceInfo&) const override {

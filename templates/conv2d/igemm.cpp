@@ -41,8 +41,11 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
   // Rows padded by 8 halves (mma.sync's ldmatrix), or swizzled unpadded in buffers aligned to 1024 bytes.
   const std::int64_t pitch = wgmma ? tk : tk + 8, main_bytes = buffers * (tm + tn) * pitch * 2;
   const std::int64_t out_bytes = std::max(tn * (tm + 8), tm * (tn + 8)) * 2;  // [k][m] (NCHW) or [m][k] (NHWC)
-  // The register-staged kernel adds two stages' reduction tables.
+  // The register-staged kernel adds two stages' reduction tables; repack 1 first stages x in tiles of 64 channels
+  // x one pixel per thread (2 halves of padding a channel).
   g.shared_bytes = std::max(main_bytes, out_bytes) + (stages > 0 ? 0 : 2 * tk * 16) + (wgmma ? 1024 : 0);
+  if (c.at("repack") == 1) g.shared_bytes = std::max<std::int64_t>(g.shared_bytes, 64 * (g.threads + 2) * 2 +
+                                                                                      (wgmma ? 1024 : 0));
   const std::int64_t mi = g.warp_m / 16, ni = g.warp_n / 8;
   g.accumulators = static_cast<int>(mi * ni * 4);
   const std::int64_t a_per = ceil_div(tm * tk / 8, g.threads), b_per = ceil_div(tn * tk / 8, g.threads);
@@ -73,11 +76,22 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
       s.h + 2 * s.pad_h >= (std::int64_t{1} << 29) || s.w + 2 * s.pad_w >= (std::int64_t{1} << 29))
     return "algo 1 indexes one padded image (C x H x W = " + std::to_string(s.c) + " x " + std::to_string(s.h) +
            " x " + std::to_string(s.w) + ") in 32 bits";
-  if (c.at("stages") > 0 && (s.layout != ImageLayout::kNHWC || s.c % 8 != 0))
+  if (c.at("repack") == 1) {
+    if (s.layout != ImageLayout::kNCHW)
+      return "repack 1 copies an NCHW input to channels last; this x is channels last already: repack 0" + cfg();
+    if (s.c % 8 != 0 || c.at("stages") == 0)
+      return "repack 1 feeds the cp.async pipeline 8-channel taps: C a multiple of 8 (C = " + std::to_string(s.c) +
+             ") and stages 2 to 8 (stages " + std::to_string(c.at("stages")) + ")" + cfg();
+    if (igemm_prep(p, c).workspace_bytes > (std::size_t{1} << 32))
+      return "repack 1 copies x and w into a workspace of " + std::to_string(igemm_prep(p, c).workspace_bytes) +
+             " bytes; at most 4 GiB: repack 0 reads them in place" + cfg();
+  }
+  if (c.at("stages") > 0 && c.at("repack") == 0 && (s.layout != ImageLayout::kNHWC || s.c % 8 != 0))
     return "stages " + std::to_string(c.at("stages")) +
            " (cp.async pipeline) copies 8-channel taps of 16 bytes: it needs channels last with C a multiple of 8 "
            "(C = " + std::to_string(s.c) + ", " + (s.layout == ImageLayout::kNHWC ? "nhwc" : "nchw") +
-           "); stages 0 stages through registers" + cfg();
+           "); stages 0 stages through registers, and repack 1 copies an NCHW x with C a multiple of 8 to channels "
+           "last first" + cfg();
   if (c.at("mma") == 1) {
     if (device.cc() != 90)
       return "mma 1 (wgmma) runs on sm_90 only; the device is " + device.arch() + ": mma 0 (mma.sync) runs there";
@@ -152,6 +166,10 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
   const auto& s = p.shape();
   if (c.at("stages") == 0 && s.layout == ImageLayout::kNHWC && s.c % 8 == 0)
     return "stages 0 where the cp.async pipeline applies (channels last, C a multiple of 8; tuned: 2 to 8)";
+  // The repacking kernel's GEMM is the channels-last pipeline, where wgmma beat mma.sync by 1.16-1.55x on every
+  // channels-last case of the H100.
+  if (c.at("repack") == 1 && device.cc() == 90 && !wgmma)
+    return "repack 1 with mma.sync on sm_90 (tuned: wgmma, mma 1)";
   if (c.at("stages") > 0 && c.at("min_blocks") == 2)
     return "min_blocks 2 with the cp.async pipeline (tuned: 1)";
   // Split-K pays where the output tiles leave SMs idle, and only with a few stages per split.
@@ -198,14 +216,17 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   const bool pipelined = s.layout == ImageLayout::kNHWC && s.c % 8 == 0;
   // wgmma on sm_90 (channels last through the cp.async pipeline), where 64 x 64 tiles give every SM a block: the
   // H100's tuned picks were 128-pixel tiles of two warpgroups, 128 channels where K reaches 128, four stages
-  // (bench/RESULTS.md; 1.16-1.55x the mma.sync kernel's best). Through registers (NCHW) it lost to mma.sync.
+  // (bench/RESULTS.md; 1.16-1.55x the mma.sync kernel's best). Through registers (NCHW) it lost to mma.sync; an
+  // NCHW x with C a multiple of 8 is repacked to channels last first (repack 1).
   const std::int64_t wg_n = s.k >= 128 ? 128 : 64;
-  if (pipelined && device.cc() == 90 && s.k > 32 && s.c * s.r * s.s >= 128 &&
+  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0;
+  if ((pipelined || repack) && device.cc() == 90 && s.k > 32 && s.c * s.r * s.s >= 128 &&
       blocks(64, 64) >= device.sm_count) {
     const std::int64_t wg_m = blocks(128, wg_n) >= device.sm_count / 2 ? 128 : 64;
-    const Config c{{"algo", 1},        {"mma", 1},      {"tile_m", wg_m},   {"tile_n", wg_n},
-                   {"tile_k", 64},     {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
-                   {"stages", 4},      {"split_k", 1}};  // split 2 lost 1.16x on the C = 320 batch-1 row
+    const Config c{{"algo", 1},    {"mma", 1},     {"tile_m", wg_m},       {"tile_n", wg_n},
+                   {"tile_k", 64}, {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
+                   {"stages", 4},  {"split_k", 1},  // split 2 lost 1.16x on the C = 320 batch-1 row
+                   {"repack", repack ? 1 : 0}};
     return complete_config(c);
   }
   std::int64_t wm = tm == 32 ? 1 : 2;
@@ -222,7 +243,8 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
 KernelSource igemm_source(const ConvProblem& p, const Config& config) {
   const auto& s = p.shape();
   std::string name = "jitune::conv::conv2d_igemm<" + std::string(dtype_cuda_type(p.dtype()));
-  for (std::int64_t v : {std::int64_t{s.layout == ImageLayout::kNHWC ? 1 : 0}, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
+  const std::int64_t layout = s.layout == ImageLayout::kNHWC ? 1 : config.at("repack") == 1 ? 2 : 0;
+  for (std::int64_t v : {layout, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
                          config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
                          config.at("min_blocks"), config.at("mma"), config.at("stages"), config.at("split_k"),
                          std::int64_t{s.bias ? 1 : 0}})
@@ -234,9 +256,16 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config) {
 LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config) {
   const IgemmGeometry g = igemm_geometry(p, config);
   LaunchShape shape;
-  shape.grid.x = static_cast<unsigned>(g.grid_m);
-  shape.grid.y = static_cast<unsigned>(g.grid_n);
-  shape.grid.z = static_cast<unsigned>(config.at("split_k"));
+  if (config.at("repack") == 1) {
+    // One resident wave (the loader caps it at the loaded kernel's occupancy), output tiles taken in turn.
+    shape.grid.x = static_cast<unsigned>(std::min<std::int64_t>(g.grid_m * g.grid_n * config.at("split_k"),
+                                                                std::int64_t{1} << 30));
+    shape.cooperative = true;
+  } else {
+    shape.grid.x = static_cast<unsigned>(g.grid_m);
+    shape.grid.y = static_cast<unsigned>(g.grid_n);
+    shape.grid.z = static_cast<unsigned>(config.at("split_k"));
+  }
   shape.block.x = static_cast<unsigned>(g.threads);
   shape.shared_bytes = static_cast<unsigned>(g.shared_bytes);
   return shape;
@@ -244,15 +273,30 @@ LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config) {
 
 LaunchPrep igemm_prep(const ConvProblem& p, const Config& config) {
   LaunchPrep prep;
-  if (config.at("algo") != 1 || config.at("split_k") == 1) return prep;
+  if (config.at("algo") != 1) return prep;
+  const bool repack = config.at("repack") == 1;
+  if (config.at("split_k") == 1 && !repack) return prep;
   const IgemmGeometry g = igemm_geometry(p, config);
+  auto align256 = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
+  std::size_t split_bytes = 0;  // split-K: arrival counters (conv::igemm_counter_bytes), then the partial tiles
   const auto tiles = static_cast<std::size_t>(g.grid_m * g.grid_n);
-  const std::size_t counters = (tiles * 4 + 255) / 256 * 256;  // conv::igemm_counter_bytes in igemm.cuh
-  prep.zero_begin = 0;
-  prep.zero_end = tiles * 4;
-  prep.workspace_bytes = counters + tiles * static_cast<std::size_t>(config.at("split_k") * config.at("tile_m") *
-                                                                     config.at("tile_n")) * sizeof(float);
+  if (config.at("split_k") > 1)
+    split_bytes = align256(tiles * 4) + tiles * static_cast<std::size_t>(config.at("split_k") * config.at("tile_m") *
+                                                                        config.at("tile_n")) * sizeof(float);
   prep.rezeroed_by_kernel = true;
+  if (!repack) {
+    prep.zero_end = tiles * 4;
+    prep.workspace_bytes = split_bytes;
+    return prep;
+  }
+  // repack 1 (conv::conv2d_igemm layout 2): the barrier counter (conv::kRepackHeaderBytes), the split-K part, x as
+  // {N,H,W,C}, then w as {K,R,S,C}; zeroed up to the last split-K counter.
+  const auto& s = p.shape();
+  const std::size_t header = 256;
+  const std::size_t x_bytes = static_cast<std::size_t>(s.n * s.h * s.w * s.c) * 2;
+  const std::size_t w_bytes = static_cast<std::size_t>(s.k * s.r * s.s * s.c) * 2;
+  prep.zero_end = config.at("split_k") > 1 ? header + tiles * 4 : 4;
+  prep.workspace_bytes = header + align256(split_bytes) + align256(x_bytes) + w_bytes;
   return prep;
 }
 

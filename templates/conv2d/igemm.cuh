@@ -34,6 +34,7 @@
 // multiple of 8 and y is aligned, coalesced element stores elsewhere.
 #pragma once
 
+#include "common/grid_barrier.cuh"
 #include "common/types.cuh"
 
 namespace jitune {
@@ -223,23 +224,17 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared
   ldmatrix_x4(r, static_cast<unsigned>(__cvta_generic_to_shared(shared)));
 }
 
-// Tunables (host names in brackets): kTileM [tile_m] output pixels and kTileN [tile_n] output channels per
-// block, kTileK [tile_k] reduction elements per stage, kWarpsM x kWarpsN [warps_m, warps_n] warps per block,
-// kMinBlocks [min_blocks] blocks per SM the registers must allow (__launch_bounds__; 2 caps 256 threads at 128),
-// kMma [mma] 0: mma.sync warps; 1: wgmma warpgroups (kWarpsM x kWarpsN of them, each 64 x kTileN / kWarpsN;
-// kTileK 64),
-// kStages [stages] 0: register-staged double buffer, 2..4: cp.async pipeline of that many shared buffers,
-// kSplitK [split_k] blocks sharing one output tile's reduction (blockIdx.z; workspace: igemm_counter_bytes of
-// zeroed arrival counters, one per tile, then a float partial tile per block).
-// Problem constants: kNhwc (channels last: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K}), kC, kK channels, kR x kS
-// filter, strides, dilations; kBias adds bias[k].
-template <class T, int kNhwc, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW, int kTileM,
-          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kMma, int kStages, int kSplitK,
-          int kBias>
-__global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlocks)
-    conv2d_igemm(Args<T> a, void* workspace) {
+// One output tile of conv2d_igemm (below): tile (tile_m, tile_n) of tiles_m x (tiles_mn / tiles_m), split `split`
+// of its reduction. kLoadNhwc: the layout x and w are read in (1: channels last, x {N,H,W,C}, w {K,R,S,C}; 0:
+// x {N,C,H,W}, w {K,C,R,S}); kStoreNhwc: the layout y is written in (1: {N,P,Q,K}; 0: {N,K,P,Q}). workspace: the
+// split-K counters and partial tiles. The other parameters are conv2d_igemm's.
+template <class T, int kLoadNhwc, int kStoreNhwc, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW,
+          int kDilH, int kDilW, int kTileM, int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMma, int kStages,
+          int kSplitK, int kBias>
+__device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const smem, int tile_m, int tile_n,
+                                           int split, int tiles_m, int tiles_mn) {
   static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
-  static_assert(kStages == 0 || (kNhwc && kC % 8 == 0 && kStages >= 2), "cp.async stages take 8-channel taps");
+  static_assert(kStages == 0 || (kLoadNhwc && kC % 8 == 0 && kStages >= 2), "cp.async stages take 8-channel taps");
   static_assert(kMma == 0 || (kTileK == 64 && kTileM == 64 * kWarpsM && (kTileN / kWarpsN) % 64 == 0 &&
                               (kStages == 0 || kStages >= 3)),
                 "wgmma: 64-pixel warpgroup tiles, channels in 64s, 128-byte rows (tile_k 64), 0 or 3+ stages");
@@ -259,24 +254,19 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
   constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads, kBPer = (kBChunks + kThreads - 1) / kThreads;
   constexpr bool kWeightVectors = kCRS % 8 == 0;
 
-  extern __shared__ float4 shared_raw[];
-  T* const smem = reinterpret_cast<T*>(
-      kMma ? (reinterpret_cast<unsigned long long>(shared_raw) + 1023) & ~1023ull
-           : reinterpret_cast<unsigned long long>(shared_raw));
-
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = warp % kWM, warp_n = warp / kWM;
   const int pq = a.p * a.q;
   const int m_total = a.n * pq;
-  const int m0 = blockIdx.x * kTileM, k0 = blockIdx.y * kTileN;
+  const int m0 = tile_m * kTileM, k0 = tile_n * kTileN;
   const long long plane = static_cast<long long>(a.h) * a.w;
 
   // A chunk idx's staged row (output pixel) and first column. Channels last stores a pixel's taps as consecutive
   // 16-byte chunks, so a warp's chunks run along rows (whole 128-byte lines; a warp down a column read 32 lines
   // for half a sector each and saturated the L1 on the H100); NCHW's pixels are consecutive within a channel, so
   // a warp's chunks run down a column.
-  auto a_row = [](int idx) { return kNhwc ? idx / kChunksPerRow : idx % kTileM; };
-  auto a_col = [](int idx) { return (kNhwc ? idx % kChunksPerRow : idx / kTileM) * 8; };
+  auto a_row = [](int idx) { return kLoadNhwc ? idx / kChunksPerRow : idx % kTileM; };
+  auto a_col = [](int idx) { return (kLoadNhwc ? idx % kChunksPerRow : idx / kTileM) * 8; };
   // The pixels this thread gathers: chunk i covers row a_row(tid + i * kThreads) of the A tile. Rows past
   // the output get a top row no filter tap reaches (the host keeps H, W and padding below 2^29).
   // base: the byte address of the pixel's tap (0, 0) of channel 0, possibly outside x (padding), only ever
@@ -293,7 +283,7 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
     ix_base[i] = ox * kStrideW - a.pad_w;
     // Element offset of the tap (0, 0) of channel 0: NCHW img*C*H*W + iy*W + ix, NHWC (img*H*W + iy*W + ix)*C.
     const long long rel = valid ? static_cast<long long>(iy_base[i]) * a.w + ix_base[i] : 0;
-    const long long offset = kNhwc ? (static_cast<long long>(img) * plane + rel) * kC
+    const long long offset = kLoadNhwc ? (static_cast<long long>(img) * plane + rel) * kC
                                    : static_cast<long long>(img) * kC * plane + rel;
     base[i] = reinterpret_cast<unsigned long long>(a.x) +
               static_cast<unsigned long long>(offset * static_cast<long long>(sizeof(T)));
@@ -314,9 +304,9 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
       const int j = tid + n * kThreads;
       if (j >= kTileK) break;
       const int kk = kt * kTileK + j;
-      const int c = kNhwc ? kk % kC : kk / kRS, rs = kNhwc ? kk / kC : kk - c * kRS, r = rs / kS, s = rs - r * kS;
+      const int c = kLoadNhwc ? kk % kC : kk / kRS, rs = kLoadNhwc ? kk / kC : kk - c * kRS, r = rs / kS, s = rs - r * kS;
       const int dy = r * kDilH, dx = s * kDilW;
-      const int offset = kNhwc ? (dy * a.w + dx) * kC + c : c * static_cast<int>(plane) + dy * a.w + dx;
+      const int offset = kLoadNhwc ? (dy * a.w + dx) * kC + c : c * static_cast<int>(plane) + dy * a.w + dx;
       table[(kt & 1) * kTileK + j] = kk < kCRS ? make_int4(offset, dy, dx, 0) : make_int4(0, -(1 << 30), 0, 0);
     }
   };
@@ -329,7 +319,7 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
     for (int i = 0; i < kAPer; ++i) {
       const int col = a_col(tid + i * kThreads);
       if (kAChunks % kThreads != 0 && tid + i * kThreads >= kAChunks) continue;  // no chunk (nor table entry)
-      if (kNhwc && kC % 8 == 0 && input_aligned) {  // 8 channels of one tap: one 16-byte load
+      if (kLoadNhwc && kC % 8 == 0 && input_aligned) {  // 8 channels of one tap: one 16-byte load
         const int4 t = tab[col];
         const int iy = iy_base[i] + t.y, ix = ix_base[i] + t.z;
         a_reg[i] = static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) && static_cast<unsigned>(ix) < static_cast<unsigned>(a.w)
@@ -445,9 +435,9 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
     }
   };
 
-  // This block's slices of the reduction: split blockIdx.z of kSplitK takes kPerSplit of the kKTiles stages.
+  // This block's slices of the reduction: split `split` of kSplitK takes kPerSplit of the kKTiles stages.
   constexpr int kPerSplit = (kKTiles + kSplitK - 1) / kSplitK;
-  const int kt0 = blockIdx.z * kPerSplit;
+  const int kt0 = split * kPerSplit;
   const int count = kKTiles - kt0 < kPerSplit ? kKTiles - kt0 : kPerSplit;
   if constexpr (kStages > 0) {
     // Stage kt's copies into buffer `buf`: each A chunk is the 8 channels (c .. c + 7) of tap (r, s) of one
@@ -556,11 +546,11 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
     // counts itself in; the tile's last block to arrive sums the kSplitK partials in split order (the same
     // result whichever block is last), resets the counter for the next launch and runs the epilogue.
     constexpr int kAcc = kMI * kNI * 4;
-    const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+    const int tile = tile_n * tiles_m + tile_m;
     unsigned* const counters = static_cast<unsigned*>(workspace);
     float* const partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
-                                                     igemm_counter_bytes(gridDim.x * gridDim.y));
-    float* const mine = partials + (static_cast<long long>(tile) * kSplitK + blockIdx.z) * kAcc * kThreads;
+                                                     igemm_counter_bytes(tiles_mn));
+    float* const mine = partials + (static_cast<long long>(tile) * kSplitK + split) * kAcc * kThreads;
 #pragma unroll
     for (int i = 0; i < kMI; ++i)
 #pragma unroll
@@ -605,7 +595,7 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
 #pragma unroll
       for (int i = 0; i < kMI; ++i) {
         const int row = warp_m * kWarpM + i * 16 + gid;
-        if (kNhwc) {
+        if (kStoreNhwc) {
           s_out[row * G::kOutPitchNhwc + col] = from_float<T>(acc[i][j][e] + b);
           s_out[(row + 8) * G::kOutPitchNhwc + col] = from_float<T>(acc[i][j][e + 2] + b);
         } else {
@@ -615,7 +605,7 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
       }
     }
   __syncthreads();
-  if constexpr (kNhwc != 0) {
+  if constexpr (kStoreNhwc != 0) {
     // A pixel's channels are consecutive in y: y[m * K + k]; 16-byte stores where K is a multiple of 8.
     const bool vectors = kK % 8 == 0 && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
     constexpr int kColChunks = kTileN / 8;
@@ -658,6 +648,145 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
       const int img = m / pq;
       a.y[(static_cast<long long>(img) * kK + k) * pq + (m - img * pq)] = s_out[col * G::kOutPitch + mm];
     }
+  }
+}
+
+/// Bytes of the repacking kernel's workspace before its split-K part (the barrier counter), and the alignment of
+/// its parts (the host's igemm_prep mirrors the layout).
+constexpr long long kRepackHeaderBytes = 256;
+__host__ __device__ constexpr long long igemm_align256(long long bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+// Tunables (host names in brackets): kTileM [tile_m] output pixels and kTileN [tile_n] output channels per
+// block, kTileK [tile_k] reduction elements per stage, kWarpsM x kWarpsN [warps_m, warps_n] warps per block,
+// kMinBlocks [min_blocks] blocks per SM the registers must allow (__launch_bounds__; 2 caps 256 threads at 128),
+// kMma [mma] 0: mma.sync warps; 1: wgmma warpgroups (kWarpsM x kWarpsN of them, each 64 x kTileN / kWarpsN;
+// kTileK 64),
+// kStages [stages] 0: register-staged double buffer, 2..8: cp.async pipeline of that many shared buffers,
+// kSplitK [split_k] blocks sharing one output tile's reduction (workspace: igemm_counter_bytes of zeroed arrival
+// counters, one per tile, then a float partial tile per block).
+// kLayout: 0 NCHW (x {N,C,H,W}, w {K,C,R,S}, y {N,K,P,Q}), 1 channels last (x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K}),
+// 2 NCHW repacked [repack]: one cooperative launch (every block resident, LaunchShape::cooperative) that first
+// copies x into the workspace as {N,H,W,C} and w as {K,R,S,C} (16-byte aligned, whatever x and w are), then, after a
+// grid barrier, runs the channels-last cp.async pipeline over the copies with the NCHW epilogue, each block
+// taking output tiles in turn; the last block to finish resets the barrier (LaunchPrep::rezeroed_by_kernel).
+// Workspace: the barrier counter (kRepackHeaderBytes), the split-K part, the copy of x, the copy of w.
+// Problem constants: kC, kK channels, kR x kS filter, strides, dilations; kBias adds bias[k].
+template <class T, int kLayout, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW,
+          int kTileM, int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kMma, int kStages,
+          int kSplitK, int kBias>
+__global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlocks)
+    conv2d_igemm(Args<T> a, void* workspace) {
+  extern __shared__ float4 shared_raw[];
+  T* const smem = reinterpret_cast<T*>(
+      kMma ? (reinterpret_cast<unsigned long long>(shared_raw) + 1023) & ~1023ull
+           : reinterpret_cast<unsigned long long>(shared_raw));
+  if constexpr (kLayout != 2) {
+    igemm_tile<T, kLayout, kLayout, kC, kK, kR, kS, kStrideH, kStrideW, kDilH, kDilW, kTileM, kTileN, kTileK,
+               kWarpsM, kWarpsN, kMma, kStages, kSplitK, kBias>(a, workspace, smem, blockIdx.x, blockIdx.y,
+                                                                 blockIdx.z, gridDim.x, gridDim.x * gridDim.y);
+  } else {
+    static_assert(kC % 8 == 0 && kStages > 0, "repacking feeds the cp.async pipeline 8-channel taps");
+    constexpr int kThreads = (kMma ? 128 : 32) * kWarpsM * kWarpsN;
+    constexpr int kRS = kR * kS;
+    const int tid = threadIdx.x;
+    const int hw = a.h * a.w;
+    const int tiles_m = (a.n * a.p * a.q + kTileM - 1) / kTileM, tiles_n = (kK + kTileN - 1) / kTileN;
+    const int tiles_mn = tiles_m * tiles_n;
+    unsigned char* const bytes = static_cast<unsigned char*>(workspace);
+    unsigned* const barrier = reinterpret_cast<unsigned*>(bytes);
+    void* const split_ws = bytes + kRepackHeaderBytes;
+    const long long split_bytes =
+        kSplitK > 1 ? igemm_counter_bytes(tiles_mn) + static_cast<long long>(tiles_mn) * kSplitK * kTileM * kTileN * 4
+                    : 0;
+    T* const xs = reinterpret_cast<T*>(bytes + kRepackHeaderBytes + igemm_align256(split_bytes));
+    T* const ws = xs + igemm_align256(static_cast<long long>(a.n) * hw * kC * 2) / 2;
+
+    // w {K,C,R,S} -> {K,R,S,C}: a thread per 8 channels of one (k, r, s), gathered kRS apart, stored as one vector
+    // (a 1x1 filter's weights too: the copy is aligned wherever w is not).
+    {
+      constexpr int kChunks = kK * kRS * (kC / 8);
+      for (int idx = blockIdx.x * kThreads + tid; idx < kChunks; idx += gridDim.x * kThreads) {
+        const int c8 = idx % (kC / 8), rest = idx / (kC / 8), rs = rest % kRS, k = rest / kRS;
+        const unsigned short* src =
+            reinterpret_cast<const unsigned short*>(a.wt) + (static_cast<long long>(k) * kC + c8 * 8) * kRS + rs;
+        unsigned h[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) h[e] = __ldg(src + e * kRS);
+        *reinterpret_cast<uint4*>(ws + (static_cast<long long>(k) * kRS + rs) * kC + c8 * 8) =
+            make_uint4(__byte_perm(h[0], h[1], 0x5410), __byte_perm(h[2], h[3], 0x5410),
+                       __byte_perm(h[4], h[5], 0x5410), __byte_perm(h[6], h[7], 0x5410));
+      }
+    }
+    // x {N,C,H,W} -> {N,H,W,C}, through shared memory in tiles of 64 channels x kThreads pixels: each thread
+    // reads 8 runs of 8 pixels of one channel (16-byte vectors where H * W is a multiple of 8 and x is aligned)
+    // and writes 8 runs of 8 channels of one pixel as 16-byte vectors.
+    {
+      constexpr int kTP = kThreads, kPitch = kTP + 2;  // pixels per tile; halves per staged channel (odd words)
+      constexpr int kRunsPerRow = kTP / 8;
+      unsigned short* const stage = reinterpret_cast<unsigned short*>(smem);
+      const int c_tiles = (kC + 63) / 64, p_tiles = (hw + kTP - 1) / kTP;
+      const int x_tiles = a.n * c_tiles * p_tiles;
+      const bool vectors = hw % 8 == 0 && (reinterpret_cast<unsigned long long>(a.x) & 15) == 0;
+      for (int t = blockIdx.x; t < x_tiles; t += gridDim.x) {
+        const int pt = t % p_tiles, rest = t / p_tiles, ct = rest % c_tiles, img = rest / c_tiles;
+        const int c0 = ct * 64, p0 = pt * kTP;
+        const unsigned short* src =
+            reinterpret_cast<const unsigned short*>(a.x) + (static_cast<long long>(img) * kC + c0) * hw + p0;
+        if (vectors) {  // all 8 runs' loads in flight, then their stores
+          uint4 v[8];
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const int idx = tid + i * kThreads, row = idx / kRunsPerRow, j = (idx % kRunsPerRow) * 8;
+            v[i] = c0 + row < kC && p0 + j < hw
+                       ? __ldg(reinterpret_cast<const uint4*>(src + static_cast<long long>(row) * hw + j))
+                       : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const int idx = tid + i * kThreads, row = idx / kRunsPerRow, j = (idx % kRunsPerRow) * 8;
+            unsigned* dst = reinterpret_cast<unsigned*>(stage + row * kPitch + j);  // 4-byte aligned rows
+            dst[0] = v[i].x, dst[1] = v[i].y, dst[2] = v[i].z, dst[3] = v[i].w;
+          }
+        } else {  // element by element (H * W not a multiple of 8, or x misaligned): small images
+#pragma unroll 2
+          for (int i = 0; i < 8; ++i) {
+            const int idx = tid + i * kThreads, row = idx / kRunsPerRow, j = (idx % kRunsPerRow) * 8;
+            const unsigned short* run = src + static_cast<long long>(row) * hw + j;
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+              stage[row * kPitch + j + e] = c0 + row < kC && p0 + j + e < hw ? __ldg(run + e) : 0;
+          }
+        }
+        __syncthreads();
+#pragma unroll 2
+        for (int i = 0; i < 8; ++i) {
+          const int idx = tid + i * kThreads, pixel = idx / 8, c8 = idx % 8;
+          if (p0 + pixel >= hw || c0 + c8 * 8 >= kC) continue;
+          unsigned h[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) h[e] = stage[(c8 * 8 + e) * kPitch + pixel];
+          *reinterpret_cast<uint4*>(xs + (static_cast<long long>(img) * hw + p0 + pixel) * kC + c0 + c8 * 8) =
+              make_uint4(__byte_perm(h[0], h[1], 0x5410), __byte_perm(h[2], h[3], 0x5410),
+                         __byte_perm(h[4], h[5], 0x5410), __byte_perm(h[6], h[7], 0x5410));
+        }
+        __syncthreads();
+      }
+    }
+    grid_barrier(barrier, 1);
+
+    Args<T> b = a;
+    b.x = xs;
+    b.wt = ws;
+    for (int t = blockIdx.x; t < tiles_mn * kSplitK; t += gridDim.x) {
+      igemm_tile<T, 1, 0, kC, kK, kR, kS, kStrideH, kStrideW, kDilH, kDilW, kTileM, kTileN, kTileK, kWarpsM,
+                 kWarpsN, kMma, kStages, kSplitK, kBias>(b, split_ws, smem, t % tiles_m, (t / tiles_m) % tiles_n,
+                                                         t / tiles_mn, tiles_m, tiles_mn);
+      __syncthreads();  // the tile's epilogue has read the shared memory the next tile's copies write
+    }
+    // Every block passed the barrier before counting itself out here: the last one resets it for the next launch.
+    if (tid == 0 && atomicAdd(barrier, 1u) == 2 * gridDim.x - 1) atomicExch(barrier, 0u);
   }
 }
 

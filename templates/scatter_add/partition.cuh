@@ -23,30 +23,14 @@
 // atomics; each destination element is rounded once per segment.
 #pragma once
 
+#include "common/grid_barrier.cuh"
+
 namespace jitune {
 namespace sa {
 
 /// Words at the start of the partition workspace, before the totals / fill / base arrays of `buckets` each
 /// (mirrors the host's partition layout in scatter_add.cpp).
 constexpr int kPartitionHeaderWords = 4;
-
-/// Waits until every block of the grid has arrived at barrier number `generation` (1, 2, ...) on `counter`;
-/// every block's writes before it are visible to every block after it. Only for cooperative launches.
-__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned generation) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(counter, 1u);
-    const unsigned target = generation * gridDim.x;
-    unsigned seen;
-    for (;;) {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-      if (seen >= target) break;
-      __nanosleep(64);
-    }
-  }
-  __syncthreads();
-}
 
 /// Exclusive prefix sum of one value per thread over the block; `total` receives the block's sum. Every
 /// thread calls it.

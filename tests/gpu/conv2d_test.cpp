@@ -104,6 +104,57 @@ TEST_CASE("conv2d matches the CPU reference over random shapes, strides, padding
   CHECK(cases == 35);
 }
 
+// Launches each of `configs` directly (compiled by the tuner's pool, no dispatch) on the family's workload of
+// `p` and compares the output with the CPU reference. Kernels that leave their workspace's zeroed range zero
+// (split-K counters, the repacking kernel's barrier) are launched a second time without clearing it, and the
+// range must read zero after each launch. Returns the configs run.
+std::size_t launch_and_check(Runtime& rt, const templates::conv2d::ConvProblem& p, const std::vector<Config>& configs,
+                             CUstream stream) {
+  const Family& fam = templates::conv2d::conv2d_family();
+  const Workload w = fam.workload(p, 31);
+  const auto expected = fam.reference(p, w);
+  tuner::DeviceWorkload dw(fam, p, w, expected);
+  const OutputCheck check = fam.output_check(p, 0);
+  const std::uint64_t count = w.output_bytes[0] / dtype_size(p.dtype());
+  tuner::CompilePool pool(internal::impl(rt).compiler, fam, p, configs, rt.device().arch(), 0, false);
+  std::size_t ran = 0;
+  while (auto batch = pool.next()) {
+    REQUIRE(batch->output->ok);
+    driver::Module module(batch->output->cubin.data());
+    for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
+      const Config& config = configs[batch->candidates[b]];
+      INFO(p.signature(), " ", config.text());
+      CUfunction f = module.function(batch->output->lowered.at(batch->unit[b]));
+      LaunchShape shape = fam.launch_shape(p, config, rt.device());
+      ready_function(f, shape, rt.device());
+      KernelArgs args;
+      const LaunchPrep prep = fam.prep(p, config);
+      const Bindings bindings = dw.bindings(prep);
+      fam.kernel_args(p, config, bindings, args);
+      dw.prepare_launch(prep, stream);  // the zeroed range starts at zero
+      for (int launch = 0; launch < (prep.rezeroed_by_kernel ? 2 : 1); ++launch) {
+        INFO("launch ", launch);
+        dw.reset_outputs(stream);
+        driver::check(launch_kernel(f, shape, stream, args.pointers()), "launch_kernel");
+        JITUNE_CU_CHECK(cuStreamSynchronize(stream));
+        std::vector<std::byte> got(w.output_bytes[0]);
+        JITUNE_CU_CHECK(cuMemcpyDtoH(got.data(), dw.output_buffers()[0].get(), got.size()));
+        const CompareResult r = compare_host(check, got.data(), expected[0].data(), count);
+        CHECK_MESSAGE(r.ok(), r.describe(count, check));
+        if (prep.rezeroed_by_kernel) {
+          std::vector<std::byte> zeroed(prep.zero_end - prep.zero_begin);
+          JITUNE_CU_CHECK(cuMemcpyDtoH(zeroed.data(),
+                                       reinterpret_cast<CUdeviceptr>(bindings.workspace) + prep.zero_begin,
+                                       zeroed.size()));
+          for (std::byte byte : zeroed) REQUIRE(byte == std::byte{0});
+        }
+      }
+      ++ran;
+    }
+  }
+  return ran;
+}
+
 TEST_CASE("the tensor-core implicit GEMM (algo 1) matches the CPU reference: odd channels, strides, paddings") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
@@ -217,6 +268,60 @@ TEST_CASE("split-K: repeated calls match the reference and reuse one kept worksp
   // A stale counter would let a block sum partial tiles that are not all written: every round must still match.
   for (std::uint64_t round = 0; round < 3; ++round) check_conv(rt, DType::kFloat16, s, 0, 40 + round);
   CHECK(internal::impl(rt).scratches.size() == 1);
+}
+
+TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch matches the CPU reference") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& fam = templates::conv2d::conv2d_family();
+  // Through the public call: on sm_90 the default of a large NCHW problem with C a multiple of 8 repacks. H * W
+  // off 8 (element reads of x) and on it (vectors), C off 64 (a partial channel tile), a 1x1 filter (w used in
+  // place); repeated calls (the kernel resets its barrier in the kept workspace) and misaligned pointers.
+  struct Case {
+    std::int64_t n, c, h, w, k, r, stride, pad;
+    DType dtype;
+  };
+  for (const Case& k : {Case{4, 40, 47, 45, 72, 3, 1, 1, DType::kFloat16}, Case{3, 64, 56, 56, 64, 3, 1, 1,
+                                                                                  DType::kBFloat16},
+                        Case{5, 264, 30, 30, 96, 1, 1, 0, DType::kFloat16},
+                        Case{16, 48, 33, 40, 128, 3, 2, 1, DType::kBFloat16}}) {
+    templates::conv2d::ConvProblem::Shape s;
+    s.n = k.n, s.c = k.c, s.h = k.h, s.w = k.w, s.k = k.k, s.r = s.s = k.r;
+    s.stride_h = s.stride_w = k.stride, s.pad_h = s.pad_w = k.pad, s.bias = k.c != 64;
+    const templates::conv2d::ConvProblem p(k.dtype, s);
+    INFO(p.signature());
+    const Config c = Config::parse(rt.explain("conv2d", p.signature()).config);
+    if (rt.device().cc() == 90) CHECK(c.at("repack") == 1);
+    for (std::uint64_t round = 0; round < 3; ++round)
+      check_conv(rt, k.dtype, s, round == 2 ? 1 : 0, 60 + round + static_cast<std::uint64_t>(k.c));
+  }
+  // Launched directly: wgmma and mma.sync tiles (mma.sync off sm_90's tuned neighbourhood, legal there), split-K
+  // behind the barrier, 3 to 8 stages; each launched twice on one workspace, its counters zero after each.
+  templates::conv2d::ConvProblem::Shape s;
+  s.n = 2, s.c = 48, s.h = 21, s.w = 19, s.k = 80, s.r = s.s = 3, s.pad_h = s.pad_w = 1, s.bias = true;
+  const templates::conv2d::ConvProblem p(DType::kFloat16, s);
+  std::vector<Config> configs;
+  auto add = [&](std::int64_t mma, std::int64_t tm, std::int64_t tn, std::int64_t wm, std::int64_t wn,
+                 std::int64_t stages, std::int64_t split) {
+    Config c{{"algo", 1}, {"mma", mma}, {"tile_m", tm}, {"tile_n", tn}, {"tile_k", mma ? 64 : 32},
+             {"warps_m", wm}, {"warps_n", wn}, {"min_blocks", 1}, {"stages", stages}, {"split_k", split},
+             {"repack", 1}};
+    for (const Param& param : fam.space().params())
+      if (!c.find(param.name)) c.set(param.name, param.values.front());
+    c = fam.space().canonical(std::move(c));
+    INFO(c.text());
+    if (mma == 1 && rt.device().cc() != 90) return;
+    REQUIRE(templates::conv2d::kernel_limits(p, c, rt.device()).empty());
+    configs.push_back(c);
+  };
+  add(1, 128, 128, 2, 1, 4, 1);
+  add(1, 64, 64, 1, 1, 3, 2);
+  add(1, 128, 64, 2, 1, 8, 4);
+  add(0, 64, 64, 2, 2, 3, 1);
+  add(0, 32, 32, 1, 2, 4, 2);
+  driver::StreamHandle stream;
+  CHECK(launch_and_check(rt, p, configs, stream.get()) == configs.size());
+  CHECK(configs.size() >= 2);
 }
 
 TEST_CASE("the public cases' geometries are correct in float32 and float16") {
@@ -334,6 +439,9 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
     const auto& sh = p.shape();
     if (rt.device().cc() == 90 && p.dtype() != DType::kFloat32 && sh.k > 32 && sh.c * sh.r * sh.s > 32)
       CHECK(seen.count({"mma", 1}) == 1);
+    // repack 1 wherever an NCHW x has C a multiple of 8 (float16 / bfloat16).
+    if (sh.layout == ImageLayout::kNCHW && p.dtype() != DType::kFloat32 && sh.c % 8 == 0)
+      CHECK(seen.count({"repack", 1}) == 1);
     if (p.shape().layout == ImageLayout::kNHWC) {  // only the implicit GEMM's knobs vary
       for (std::int64_t v : {2, 3, 4}) CHECK(seen.count({"stages", v}) == 1);
       for (std::int64_t v : {2, 4, 8}) CHECK(seen.count({"split_k", v}) == 1);
@@ -341,37 +449,7 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
     } else {
       REQUIRE(sample.size() >= 10);
     }
-    const Workload w = fam.workload(p, 31);
-    const auto expected = fam.reference(p, w);
-    tuner::DeviceWorkload dw(fam, p, w, expected);
-    const OutputCheck check = fam.output_check(p, 0);
-    const std::uint64_t count = w.output_bytes[0] / dtype_size(p.dtype());
-    tuner::CompilePool pool(internal::impl(rt).compiler, fam, p, sample, rt.device().arch(), 0, false);
-    std::size_t ran = 0;
-    while (auto batch = pool.next()) {
-      REQUIRE(batch->output->ok);
-      driver::Module module(batch->output->cubin.data());
-      for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
-        const Config& config = sample[batch->candidates[b]];
-        INFO(sig, " ", config.text());
-        CUfunction f = module.function(batch->output->lowered.at(batch->unit[b]));
-        LaunchShape shape = fam.launch_shape(p, config, rt.device());
-        ready_function(f, shape, rt.device());
-        KernelArgs args;
-        const LaunchPrep prep = fam.prep(p, config);
-        fam.kernel_args(p, config, dw.bindings(prep), args);
-        dw.reset_outputs(stream.get());
-        dw.prepare_launch(prep, stream.get());  // split-K: the arrival counters start at zero
-        driver::check(launch_kernel(f, shape, stream.get(), args.pointers()), "launch_kernel");
-        JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
-        std::vector<std::byte> got(w.output_bytes[0]);
-        JITUNE_CU_CHECK(cuMemcpyDtoH(got.data(), dw.output_buffers()[0].get(), got.size()));
-        const CompareResult r = compare_host(check, got.data(), expected[0].data(), count);
-        CHECK_MESSAGE(r.ok(), r.describe(count, check));
-        ++ran;
-      }
-    }
-    CHECK(ran == sample.size());
+    CHECK(launch_and_check(rt, p, sample, stream.get()) == sample.size());
   }
 }
 

@@ -264,8 +264,9 @@ TEST_CASE("the public cases have tuning spaces of a tractable size") {
     MESSAGE(name, ": ", legal.size(), " legal, ", pruned, " pruned");
     CHECK(legal.size() >= 40);
     // Exhaustive tuning compiles each (about half a second of NVRTC per candidate, in parallel): the 22 cases'
-    // 2970 candidates tuned in 124 s on the H100 host before split_k (bench/RESULTS.md).
-    CHECK(legal.size() <= 400);
+    // 2970 candidates tuned in 124 s on the H100 host before split_k, 4632 in 210 s before repack (4875 with it;
+    // bench/RESULTS.md).
+    CHECK(legal.size() <= 450);
     CHECK(legal.front() == fam().heuristic(*p, dev));
   }
   CHECK(fam().default_suite().size() == 22);
@@ -409,10 +410,15 @@ TEST_CASE("wgmma (mma 1): sm_90 only, its tile rules, and the channels-last defa
   const LaunchShape shape = fam().launch_shape(*body, h, hopper);
   CHECK(shape.block.x == 256);
   CHECK(shape.shared_bytes == 4 * (128 + 64) * 64 * 2 + 1024);
-  // NCHW keeps mma.sync by default (wgmma through registers lost there), but may tune wgmma.
+  // NCHW with C a multiple of 8 repacks x and w to channels last and runs the same pipeline (repack 1); wgmma
+  // through registers (stages 0) stays legal there.
   auto nchw = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
                        {"r", "3"}, {"padding", "1"}});
-  CHECK(fam().heuristic(*nchw, hopper).at("mma") == 0);
+  const Config hn = fam().heuristic(*nchw, hopper);
+  CHECK(hn.at("mma") == 1);
+  CHECK(hn.at("repack") == 1);
+  CHECK(hn.at("stages") == 4);
+  CHECK(fam().heuristic(*nchw, ampere).at("repack") == 0);
   Config staged = h;
   staged.set("stages", 0);
   CHECK(templates::conv2d::kernel_limits(as_conv(*nchw), staged, hopper).empty());
@@ -442,6 +448,81 @@ TEST_CASE("wgmma (mma 1): sm_90 only, its tile rules, and the channels-last defa
   CHECK(wgmma >= 4);
   CHECK(mma_sync >= 20);
   for (const Config& x : tuner::legal_candidates(fam(), *body, ampere, pruned)) CHECK(x.at("mma") == 0);
+}
+
+TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch; its rules, workspace and default") {
+  const DeviceInfo hopper = nominal_device(90), ampere = nominal_device(80);
+  auto p = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                    {"r", "3"}, {"padding", "1"}, {"bias", "1"}});
+  const Config h = fam().heuristic(*p, hopper);
+  REQUIRE(h.at("repack") == 1);
+  REQUIRE(fam().validate(*p, h, hopper).empty());
+  // One resident wave takes the 784 x 1 output tiles in turn (the loader caps the grid at the occupancy).
+  const LaunchShape shape = fam().launch_shape(*p, h, hopper);
+  CHECK(shape.cooperative);
+  CHECK(shape.grid.x == 784);
+  CHECK(shape.grid.y == 1);
+  CHECK(shape.grid.z == 1);
+  // The barrier counter (256 bytes), x as {N,H,W,C}, w as {K,R,S,C}; the kernel resets the counter.
+  const LaunchPrep prep = fam().prep(*p, h);
+  CHECK(prep.workspace_bytes == 256 + 32ull * 64 * 56 * 56 * 2 + 64ull * 64 * 9 * 2);
+  CHECK(prep.zero_begin == 0);
+  CHECK(prep.zero_end == 4);
+  CHECK(prep.rezeroed_by_kernel);
+  // A 1x1 filter's weights are copied too (the copy is aligned where w may not be). Split-K's counters follow the
+  // barrier's.
+  auto one = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "256"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                      {"r", "1"}});
+  Config split = fam().heuristic(*one, hopper);
+  REQUIRE(split.at("repack") == 1);
+  CHECK(fam().prep(*one, split).workspace_bytes == 256 + 32ull * 256 * 56 * 56 * 2 + 64ull * 256 * 2);
+  auto small = problem({{"dtype", "bfloat16"}, {"n", "1"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
+                        {"r", "3"}, {"padding", "1"}});
+  Config s2{{"algo", 1}, {"mma", 1}, {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps_m", 1},
+            {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4}, {"split_k", 2}, {"repack", 1}};
+  s2 = with_fronts(s2);
+  REQUIRE(fam().validate(*small, s2, hopper).empty());
+  const LaunchPrep p2 = fam().prep(*small, s2);
+  const std::size_t tiles = 4 * 4, split_bytes = 256 + tiles * 2 * 64 * 64 * 4;
+  CHECK(p2.zero_end == 256 + tiles * 4);
+  CHECK(p2.workspace_bytes == 256 + split_bytes + (196 * 256 * 2 + 255) / 256 * 256 + 256 * 9 * 256 * 2);
+  CHECK(fam().launch_shape(*small, s2, hopper).grid.x == tiles * 2);
+  // Its rules: NCHW only, C a multiple of 8, the pipeline (stages > 0); on sm_90 tuned with wgmma only.
+  auto why = [&](const Problem& q, std::initializer_list<std::pair<const char*, std::int64_t>> changes,
+                 const DeviceInfo& d) {
+    Config x = h;
+    for (auto [name, value] : changes) x.set(name, value);
+    return fam().validate(q, x, d);
+  };
+  auto nhwc = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                       {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
+  CHECK(why(*nhwc, {}, hopper).find("repack 1 copies an NCHW input to channels last") != std::string::npos);
+  auto odd = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "60"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                      {"r", "3"}, {"padding", "1"}});
+  CHECK(why(*odd, {}, hopper).find("C a multiple of 8 (C = 60)") != std::string::npos);
+  CHECK(why(*p, {{"stages", 0}}, hopper).find("stages 2 to 8 (stages 0)") != std::string::npos);
+  CHECK(why(*p, {{"repack", 0}}, hopper).find("repack 1 copies an NCHW x with C a multiple of 8") !=
+        std::string::npos);
+  CHECK(why(*p, {{"mma", 0}, {"warps_m", 2}, {"warps_n", 2}, {"tile_m", 128}, {"tile_n", 64}}, hopper)
+            .find("repack 1 with mma.sync on sm_90") != std::string::npos);
+  // sm_80 tunes it on mma.sync; every legal repacking candidate there pipelines.
+  std::size_t pruned = 0, repacking = 0;
+  for (const Config& x : tuner::legal_candidates(fam(), *p, ampere, pruned))
+    if (x.at("algo") == 1 && x.at("repack") == 1) {
+      ++repacking;
+      CHECK(x.at("stages") > 0);
+      CHECK(x.at("mma") == 0);
+    }
+  CHECK(repacking >= 4);
+  // A misaligned x or w keeps the repacking kernel (its copies are aligned): variant 0.
+  const std::uint8_t classes[] = {2, 2, 16, 16};
+  const void* ptrs[] = {nullptr, nullptr, nullptr, nullptr};
+  Bindings b;
+  b.pointers = ptrs;
+  b.alignment = classes;
+  CHECK(fam().variant(*p, h, b) == 0);
+  Config in_place = fam().heuristic(*nhwc, hopper);
+  CHECK(fam().variant(*nhwc, in_place, b) == 1);
 }
 
 TEST_CASE("channels last: the layout is part of the problem, runs only on the implicit GEMM, says so otherwise") {
@@ -581,9 +662,9 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
           const bool tensor_cores_only = std::string_view(dtype) == "float32" &&
                                          ((param.name == "algo" && value == 1) ||
                                           (param.when == "algo" && param.is == 1 && value != param.values.front()));
-          // The cp.async pipeline copies 8-channel taps of channels last; the direct kernel reads NCHW only.
+          // The direct kernel reads NCHW only; repack 1 copies NCHW to channels last.
           const bool nhwc = std::string_view(layout) == "nhwc";
-          const bool pipeline_only = !nhwc && param.name == "stages" && value > 0;
+          const bool nchw_only = nhwc && param.name == "repack" && value == 1;
           const bool direct_only = nhwc && ((param.name == "algo" && value == 0) ||
                                             (param.when == "algo" && param.is == 0 && value != param.values.front()));
           // C * R * S = 864 is beyond the tensor-core direct kernel's filter registers (its own test below).
@@ -591,8 +672,8 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
               (param.name == "algo" && value == 2) || (param.when == "algo" && param.is == 2 && value != param.values.front());
           // wgmma (mma 1) is sm_90's only.
           const bool sm90_only = cc != 90 && param.name == "mma" && value == 1;
-          CHECK(seen.count({param.name, value}) == (too_wide || tensor_cores_only || pipeline_only || direct_only ||
-                                                            short_reduction_only || sm90_only
+          CHECK(seen.count({param.name, value}) == (too_wide || tensor_cores_only || direct_only ||
+                                                            short_reduction_only || sm90_only || nchw_only
                                                         ? 0u
                                                         : 1u));
         }
