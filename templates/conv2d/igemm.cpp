@@ -219,7 +219,10 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   // (bench/RESULTS.md; 1.16-1.55x the mma.sync kernel's best). Through registers (NCHW) it lost to mma.sync; an
   // NCHW x with C a multiple of 8 is repacked to channels last first (repack 1).
   const std::int64_t wg_n = s.k >= 128 ? 128 : 64;
-  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0;
+  // (Where the copies would pass the 4 GiB workspace limit, the in-place kernels below.)
+  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0 &&
+                      (s.n * s.h * s.w + s.k * s.r * s.s) * s.c * 2 + (std::int64_t{1} << 30) <=
+                          (std::int64_t{1} << 32);
   if ((pipelined || repack) && device.cc() == 90 && s.k > 32 && s.c * s.r * s.s >= 128 &&
       blocks(64, 64) >= device.sm_count) {
     const std::int64_t wg_m = blocks(128, wg_n) >= device.sm_count / 2 ? 128 : 64;

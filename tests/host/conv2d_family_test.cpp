@@ -514,6 +514,14 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch; its
       CHECK(x.at("mma") == 0);
     }
   CHECK(repacking >= 4);
+  // Copies past the 4 GiB workspace limit: refused with the reason, and the default reads x in place.
+  auto huge = problem({{"dtype", "float16"}, {"n", "256"}, {"c", "128"}, {"h", "256"}, {"w", "256"}, {"k", "64"},
+                       {"r", "3"}, {"padding", "1"}});
+  CHECK(why(*huge, {}, hopper).find("at most 4 GiB: repack 0 reads them in place") != std::string::npos);
+  const Config hh = fam().heuristic(*huge, hopper);
+  CHECK(hh.at("algo") == 1);
+  CHECK(hh.at("repack") == 0);
+  CHECK(fam().validate(*huge, hh, hopper).empty());
   // A misaligned x or w keeps the repacking kernel (its copies are aligned): variant 0.
   const std::uint8_t classes[] = {2, 2, 16, 16};
   const void* ptrs[] = {nullptr, nullptr, nullptr, nullptr};
