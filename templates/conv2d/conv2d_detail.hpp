@@ -14,6 +14,8 @@ namespace jitune::templates::conv2d::detail {
 
 /// Registers a thread can hold; the kernels' register estimates are checked against it.
 inline constexpr std::int64_t kMaxRegisters = 255;
+/// The largest workspace repack 1 may ask for (its copies of x and w): 4 GiB.
+inline constexpr std::size_t kMaxRepackWorkspace = std::size_t{1} << 32;
 inline constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }

@@ -82,8 +82,8 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
     if (s.c % 8 != 0 || c.at("stages") == 0)
       return "repack 1 feeds the cp.async pipeline 8-channel taps: C a multiple of 8 (C = " + std::to_string(s.c) +
              ") and stages 2 to 8 (stages " + std::to_string(c.at("stages")) + ")" + cfg();
-    if (igemm_prep(p, c).workspace_bytes > (std::size_t{1} << 32))
-      return "repack 1 copies x and w into a workspace of " + std::to_string(igemm_prep(p, c).workspace_bytes) +
+    if (const std::size_t bytes = igemm_prep(p, c).workspace_bytes; bytes > kMaxRepackWorkspace)
+      return "repack 1 copies x and w into a workspace of " + std::to_string(bytes) +
              " bytes; at most 4 GiB: repack 0 reads them in place" + cfg();
   }
   if (c.at("stages") > 0 && c.at("repack") == 0 && (s.layout != ImageLayout::kNHWC || s.c % 8 != 0))
@@ -219,18 +219,16 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   // (bench/RESULTS.md; 1.16-1.55x the mma.sync kernel's best). Through registers (NCHW) it lost to mma.sync; an
   // NCHW x with C a multiple of 8 is repacked to channels last first (repack 1).
   const std::int64_t wg_n = s.k >= 128 ? 128 : 64;
-  // (Where the copies would pass the 4 GiB workspace limit, the in-place kernels below.)
-  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0 &&
-                      (s.n * s.h * s.w + s.k * s.r * s.s) * s.c * 2 + (std::int64_t{1} << 30) <=
-                          (std::int64_t{1} << 32);
+  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0;
   if ((pipelined || repack) && device.cc() == 90 && s.k > 32 && s.c * s.r * s.s >= 128 &&
       blocks(64, 64) >= device.sm_count) {
     const std::int64_t wg_m = blocks(128, wg_n) >= device.sm_count / 2 ? 128 : 64;
-    const Config c{{"algo", 1},    {"mma", 1},     {"tile_m", wg_m},       {"tile_n", wg_n},
-                   {"tile_k", 64}, {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
-                   {"stages", 4},  {"split_k", 1},  // split 2 lost 1.16x on the C = 320 batch-1 row
-                   {"repack", repack ? 1 : 0}};
-    return complete_config(c);
+    const Config c = complete_config({{"algo", 1},    {"mma", 1},     {"tile_m", wg_m},       {"tile_n", wg_n},
+                                      {"tile_k", 64}, {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
+                                      {"stages", 4},  {"split_k", 1},  // split 2 lost 1.16x on the C = 320 row
+                                      {"repack", repack ? 1 : 0}});
+    // Where the copies would pass the workspace limit, the in-place kernels below.
+    if (!repack || igemm_prep(p, c).workspace_bytes <= kMaxRepackWorkspace) return c;
   }
   std::int64_t wm = tm == 32 ? 1 : 2;
   std::int64_t wn = tm == 32 ? std::min<std::int64_t>(4, tn / 16) : std::max<std::int64_t>(1, tn / 32);
