@@ -26,7 +26,7 @@ def main():
            '<rect width="100%" height="100%" fill="white"/>',
            f'<text x="10" y="20" font-size="14" font-weight="bold">{escape(j["device"])}: % of device copy bandwidth '
            f'(copy {j["copy_gbs"]:.0f} GB/s, same run)</text>',
-           f'<rect x="10" y="32" width="12" height="10" fill="#1f77b4"/><text x="27" y="41">jitune (tuned)</text>',
+           '<rect x="10" y="32" width="12" height="10" fill="#1f77b4"/><text x="27" y="41">jitune (tuned)</text>',
            f'<rect x="130" y="32" width="12" height="10" fill="#ff7f0e"/><text x="147" y="41">peer: PyTorch / cuDNN '
            f'{escape(p.get("torch", ""))}</text>']
     for pct in range(0, int(top_pct) + 1, 10):

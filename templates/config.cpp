@@ -67,6 +67,13 @@ std::int64_t Config::at(std::string_view name) const {
   return it->second;
 }
 
+std::int64_t* Config::slot(std::string_view name) {
+  auto it = values_.find(name);
+  if (it == values_.end())
+    throw InvalidArgument("config '" + text() + "' has no parameter '" + std::string(name) + "'");
+  return &it->second;
+}
+
 std::optional<std::int64_t> Config::find(std::string_view name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;

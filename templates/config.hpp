@@ -25,6 +25,9 @@ class Config {
   /// Value of `name` or nullopt.
   std::optional<std::int64_t> find(std::string_view name) const;
   void set(std::string name, std::int64_t value) { values_[std::move(name)] = value; }
+  /// The stored value of `name` (set before), to be changed in place; valid until the parameter is erased or the
+  /// Config destroyed. Throws InvalidArgument where `name` is missing.
+  std::int64_t* slot(std::string_view name);
   const std::map<std::string, std::int64_t, std::less<>>& values() const noexcept { return values_; }
   bool empty() const noexcept { return values_.empty(); }
 

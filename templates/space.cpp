@@ -47,23 +47,35 @@ std::uint64_t Space::size() const noexcept {
   return n;
 }
 
-std::vector<Config> Space::enumerate() const {
-  std::vector<Config> out;
-  if (params_.empty()) return out;
+void Space::for_each(const std::function<void(const Config&)>& visit) const {
+  if (params_.empty()) return;
   Config c;
+  for (const Param& p : params_) c.set(p.name, p.values.front());
+  // Each parameter's slot in c, found once; the walk then writes values in place.
+  std::vector<std::int64_t*> slot;
+  std::vector<std::size_t> when(params_.size(), params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    slot.push_back(c.slot(params_[i].name));
+    if (!params_[i].when.empty()) when[i] = index_of(params_, params_[i].when, i);
+  }
   std::function<void(std::size_t)> walk = [&](std::size_t i) {
     if (i == params_.size()) {
-      out.push_back(c);
+      visit(c);
       return;
     }
     const Param& p = params_[i];
-    const bool active = p.when.empty() || c.at(p.when) == p.is;
+    const bool active = when[i] == params_.size() || *slot[when[i]] == p.is;
     for (std::size_t v = 0; v < (active ? p.values.size() : 1); ++v) {
-      c.set(p.name, p.values[v]);
+      *slot[i] = p.values[v];
       walk(i + 1);
     }
   };
   walk(0);
+}
+
+std::vector<Config> Space::enumerate() const {
+  std::vector<Config> out;
+  for_each([&](const Config& c) { out.push_back(c); });
   return out;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ class Space {
   std::uint64_t size() const noexcept;
   /// Every configuration, in a deterministic order (before constraints).
   std::vector<Config> enumerate() const;
+  /// Calls visit with every configuration in enumerate()'s order, one Config changed in place between calls (no
+  /// copies: copy the ones to keep).
+  void for_each(const std::function<void(const Config&)>& visit) const;
   /// True when `config` names exactly this space's parameters with values from their lists, inactive
   /// conditional parameters at their first value.
   bool contains(const Config& config) const;

@@ -49,11 +49,11 @@ std::vector<Config> legal_candidates(const Family& family, const Problem& proble
   std::vector<Config> out;
   pruned = 0;
   if (family.validate(problem, heuristic, device).empty()) out.push_back(heuristic);
-  for (Config& c : family.space().enumerate()) {
-    if (c == heuristic) continue;
-    if (family.check(problem, c, device).empty()) out.push_back(std::move(c));
+  family.space().for_each([&](const Config& c) {
+    if (c == heuristic) return;
+    if (family.check(problem, c, device).empty()) out.push_back(c);
     else ++pruned;
-  }
+  });
   return out;
 }
 

@@ -86,7 +86,7 @@ ShardSpec parse_shard(std::string_view text, const EnvReader& env) {
 double estimated_cost(const Family& family, const Problem& problem) {
   const DeviceInfo device = nominal_device(90);
   std::size_t legal = 0;
-  for (const Config& c : family.space().enumerate()) legal += family.check(problem, c, device).empty();
+  family.space().for_each([&](const Config& c) { legal += family.check(problem, c, device).empty(); });
   return static_cast<double>(std::max<std::size_t>(legal, 1)) *
          (1.0 + problem.bytes_moved() / (64.0 * 1024 * 1024));
 }

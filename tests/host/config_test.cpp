@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include <jitune/error.hpp>
 #include <jitune/tensor.hpp>
@@ -28,8 +29,13 @@ TEST_CASE("malformed config text is a clear error") {
   CHECK_THROWS_WITH_AS(Config::parse("block=2x"), doctest::Contains("integer"), InvalidArgument);
   CHECK_THROWS_WITH_AS(Config::parse("a=1,a=2"), doctest::Contains("twice"), InvalidArgument);
   CHECK_THROWS_WITH_AS(Config::parse("b-c=1"), doctest::Contains("parameter name"), InvalidArgument);
-  const Config one{{"a", 1}};
+  Config one{{"a", 1}};
   CHECK_THROWS_WITH_AS(one.at("b"), doctest::Contains("no parameter 'b'"), InvalidArgument);
+  // slot: the stored value, changed in place; a missing name is the same clear error.
+  *one.slot("a") = 5;
+  CHECK(one.at("a") == 5);
+  CHECK(one.text() == "a=5");
+  CHECK_THROWS_WITH_AS(one.slot("b"), doctest::Contains("no parameter 'b'"), InvalidArgument);
 }
 
 TEST_CASE("space enumerates the full product, distinct, and knows membership") {
@@ -63,6 +69,20 @@ TEST_CASE("conditional parameters vary only under their condition") {
   REQUIRE(all.size() == 10);
   std::set<Config> distinct(all.begin(), all.end());
   CHECK(distinct.size() == 10);
+  // for_each visits the same configurations in the same order, one Config changed in place (copies kept here).
+  std::vector<Config> visited;
+  const Config* first = nullptr;
+  bool one_object = true;
+  s.for_each([&](const Config& c) {
+    if (!first) first = &c;
+    one_object = one_object && &c == first;
+    visited.push_back(c);
+  });
+  CHECK(visited == all);
+  CHECK(one_object);
+  std::size_t none = 0;
+  Space().for_each([&](const Config&) { ++none; });
+  CHECK(none == 0);
   int direct = 0;
   for (const Config& c : all) {
     CHECK(s.contains(c));
