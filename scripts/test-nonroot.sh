@@ -24,7 +24,6 @@ fi
 exclude='*NVRTC compiles*'
 jobs=$(nproc 2>/dev/null || echo 2)
 logs=$(mktemp -d)
-chmod 755 "$logs"
 tests=()
 for t in "$root"/build/tests/host_*; do
   [ -x "$t" ] && tests+=("$t")

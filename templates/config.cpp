@@ -60,17 +60,19 @@ std::string Config::text() const {
   return out;
 }
 
+void Config::throw_missing(std::string_view name) const {
+  throw InvalidArgument("config '" + text() + "' has no parameter '" + std::string(name) + "'");
+}
+
 std::int64_t Config::at(std::string_view name) const {
   auto it = values_.find(name);
-  if (it == values_.end())
-    throw InvalidArgument("config '" + text() + "' has no parameter '" + std::string(name) + "'");
+  if (it == values_.end()) throw_missing(name);
   return it->second;
 }
 
 std::int64_t* Config::slot(std::string_view name) {
   auto it = values_.find(name);
-  if (it == values_.end())
-    throw InvalidArgument("config '" + text() + "' has no parameter '" + std::string(name) + "'");
+  if (it == values_.end()) throw_missing(name);
   return &it->second;
 }
 

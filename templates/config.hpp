@@ -35,6 +35,7 @@ class Config {
   friend bool operator<(const Config& a, const Config& b) { return a.values_ < b.values_; }
 
  private:
+  [[noreturn]] void throw_missing(std::string_view name) const;
   std::map<std::string, std::int64_t, std::less<>> values_;
 };
 
