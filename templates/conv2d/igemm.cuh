@@ -194,6 +194,16 @@ __host__ __device__ constexpr unsigned igemm_counter_bytes(unsigned tiles) {
   return (tiles * 4u + 255u) / 256u * 256u;
 }
 
+/// Eight 16-bit values packed in order into 16 bytes: the low halves (sel 0x5410) or the high halves (0x7632) of
+/// the words a .. h.
+__device__ __forceinline__ uint4 pack_halves(unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned f,
+                                             unsigned g, unsigned h, unsigned sel = 0x5410u) {
+  return make_uint4(__byte_perm(a, b, sel), __byte_perm(c, d, sel), __byte_perm(e, f, sel), __byte_perm(g, h, sel));
+}
+__device__ __forceinline__ uint4 pack_halves(const unsigned (&h)[8]) {
+  return pack_halves(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+}
+
 /// 16 bytes global -> shared through the copy engine (cp.async, sm_80+), cached in L1 (kL1) or only in L2;
 /// zero-filled where `full` is false (then `global` is only a valid address, not read).
 template <bool kL1>
@@ -336,8 +346,7 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
         if (static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) && static_cast<unsigned>(ix) < static_cast<unsigned>(a.w))
           h[e] = __ldg(reinterpret_cast<const unsigned short*>(base[i] + static_cast<long long>(t.x) * 2));
       }
-      a_reg[i] = make_uint4(__byte_perm(h[0], h[1], 0x5410), __byte_perm(h[2], h[3], 0x5410),
-                            __byte_perm(h[4], h[5], 0x5410), __byte_perm(h[6], h[7], 0x5410));
+      a_reg[i] = pack_halves(h);
     }
 #pragma unroll
     for (int i = 0; i < kBPer; ++i) {
@@ -354,8 +363,7 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
 #pragma unroll
         for (int e = 0; e < 8; ++e)
           h[e] = live && kk0 + e < kCRS ? __ldg(reinterpret_cast<const unsigned short*>(src) + e) : 0u;
-        b_reg[i] = make_uint4(__byte_perm(h[0], h[1], 0x5410), __byte_perm(h[2], h[3], 0x5410),
-                              __byte_perm(h[4], h[5], 0x5410), __byte_perm(h[6], h[7], 0x5410));
+        b_reg[i] = pack_halves(h);
       }
     }
   };
@@ -714,9 +722,7 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
         unsigned h[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) h[e] = __ldg(src + e * kRS);
-        *reinterpret_cast<uint4*>(ws + (static_cast<long long>(k) * kRS + rs) * kC + c8 * 8) =
-            make_uint4(__byte_perm(h[0], h[1], 0x5410), __byte_perm(h[2], h[3], 0x5410),
-                       __byte_perm(h[4], h[5], 0x5410), __byte_perm(h[6], h[7], 0x5410));
+        *reinterpret_cast<uint4*>(ws + (static_cast<long long>(k) * kRS + rs) * kC + c8 * 8) = pack_halves(h);
       }
     }
     // x {N,C,H,W} -> {N,H,W,C}, through shared memory in tiles of 64 channels x kThreads pixels: each thread
@@ -768,8 +774,7 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
 #pragma unroll
           for (int e = 0; e < 8; ++e) h[e] = stage[(c8 * 8 + e) * kPitch + pixel];
           *reinterpret_cast<uint4*>(xs + (static_cast<long long>(img) * hw + p0 + pixel) * kC + c0 + c8 * 8) =
-              make_uint4(__byte_perm(h[0], h[1], 0x5410), __byte_perm(h[2], h[3], 0x5410),
-                         __byte_perm(h[4], h[5], 0x5410), __byte_perm(h[6], h[7], 0x5410));
+              pack_halves(h);
         }
         __syncthreads();
       }

@@ -198,9 +198,8 @@ __global__ void __launch_bounds__(32 * kWarps) conv2d_tcd(Args<T> a) {
         for (int p = 0; p < 8; ++p) {
           const unsigned sel = p % 2 ? 0x7632u : 0x5410u;
           auto word = [&](const uint4& w) { return p / 2 == 0 ? w.x : p / 2 == 1 ? w.y : p / 2 == 2 ? w.z : w.w; };
-          row[tcd_column<kPitch>(8 * g + p)] =
-              make_uint4(__byte_perm(word(v[0]), word(v[1]), sel), __byte_perm(word(v[2]), word(v[3]), sel),
-                         __byte_perm(word(v[4]), word(v[5]), sel), __byte_perm(word(v[6]), word(v[7]), sel));
+          row[tcd_column<kPitch>(8 * g + p)] = pack_halves(word(v[0]), word(v[1]), word(v[2]), word(v[3]), word(v[4]),
+                                                           word(v[5]), word(v[6]), word(v[7]), sel);
         }
       }
       __syncthreads();
