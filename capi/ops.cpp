@@ -63,6 +63,7 @@ Conv2dParams conv2d_arg(const jitune_conv2d_params* in, const char* fn) {
   std::copy_n(c.padding, 2, p.padding.begin());
   std::copy_n(c.dilation, 2, p.dilation.begin());
   p.layout = static_cast<ImageLayout>(enum_arg(c.layout, 2, "jitune_image_layout", fn, "params->layout"));
+  if (c.epilogue) p.epilogue = c.epilogue;
   return p;
 }
 
@@ -225,6 +226,16 @@ JITUNE_API jitune_status jitune_conv2d(jitune_runtime* runtime, const void* x, c
   return guarded("jitune_conv2d", [&](const char* fn) {
     Runtime& rt = runtime_arg(runtime, fn);
     conv2d(rt, x, w, bias, y, conv2d_arg(params, fn), dtype_arg(dtype, fn, "dtype"), stream_arg(stream));
+  });
+}
+
+JITUNE_API jitune_status jitune_conv2d_fused(jitune_runtime* runtime, const void* x, const void* w,
+                                             const void* bias, const void* residual, void* y,
+                                             const jitune_conv2d_params* params, jitune_dtype dtype,
+                                             void* stream) {
+  return guarded("jitune_conv2d_fused", [&](const char* fn) {
+    Runtime& rt = runtime_arg(runtime, fn);
+    conv2d(rt, x, w, bias, residual, y, conv2d_arg(params, fn), dtype_arg(dtype, fn, "dtype"), stream_arg(stream));
   });
 }
 

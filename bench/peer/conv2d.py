@@ -14,33 +14,62 @@ NETWORK_ROWS = [(1, 64, 56, 56, 64, 3, 1, 1), (32, 64, 56, 56, 64, 3, 1, 1), (32
                 (32, 256, 56, 56, 64, 1, 1, 0), (32, 128, 56, 56, 128, 3, 2, 1), (1, 320, 64, 64, 320, 3, 1, 1)]
 # Channels last (x and the weight in torch.channels_last; cuDNN runs its NHWC kernels).
 CHANNELS_LAST_ROWS = [(32, 64, 56, 56, 64, 3, 1, 1), (32, 256, 14, 14, 256, 3, 1, 1), (1, 320, 64, 64, 320, 3, 1, 1)]
+# Fused epilogues (issue 18 item 4), float16 with a bias: (row, channels last, name suffix, residual). PyTorch runs
+# the chain a user writes, relu(conv2d(x, w, b) [+ r]); jitune one kernel (jitune's epilogue "y = max(acc [+ r],
+# 0.0f)", templates/conv2d/conv2d.cpp).
+FUSED_ROWS = [((32, 64, 56, 56, 64, 3, 1, 1), False, "_bias_relu", False),
+              ((32, 64, 56, 56, 64, 3, 1, 1), False, "_bias_add_relu", True),
+              ((32, 64, 56, 56, 64, 3, 1, 1), True, "_bias_add_relu", True),
+              ((1, 64, 56, 56, 64, 3, 1, 1), False, "_bias_add_relu", True)]
 
 
 def cases():
     return ([_case(dtype, *row) for dtype in ("float32", "float16") for row in ROWS] +
             [_case("float16", *row) for row in NETWORK_ROWS] +
-            [_case("float16", *row, nhwc=True) for row in CHANNELS_LAST_ROWS])
+            [_case("float16", *row, nhwc=True) for row in CHANNELS_LAST_ROWS] +
+            [_case("float16", *row, nhwc=nhwc, fused=(suffix, residual)) for row, nhwc, suffix, residual in FUSED_ROWS])
 
 
-def _case(dtype, n, c, h, w, k, r, stride, pad, nhwc=False):
+def fused_name(dtype, row, nhwc, suffix):
+    """The bench name of a FUSED_ROWS row."""
+    return _name(dtype, *row, nhwc) + suffix
+
+
+def _name(dtype, n, c, h, w, k, r, stride, pad, nhwc):
+    return (f"conv_{dtype}_N{n}C{c}H{h}W{w}K{k}R{r}" + (f"S{stride}" if stride > 1 else "") +
+            (f"P{pad}" if pad else "") + ("_nhwc" if nhwc else ""))
+
+
+def _case(dtype, n, c, h, w, k, r, stride, pad, nhwc=False, fused=None):
     p, q = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - r) // stride + 1
+    fmt = torch.channels_last if nhwc else torch.contiguous_format
 
     def setup():
         dt = getattr(torch, dtype)
-        x = nonzero((n, c, h, w), dt)
-        wt = nonzero((k, c, r, r), dt)
-        if nhwc:
-            x, wt = x.contiguous(memory_format=torch.channels_last), wt.contiguous(memory_format=torch.channels_last)
-        run = lambda: F.conv2d(x, wt, stride=stride, padding=pad)
-        ref = F.conv2d(x.double(), wt.double(), stride=stride, padding=pad)
+        x = nonzero((n, c, h, w), dt).contiguous(memory_format=fmt)
+        wt = nonzero((k, c, r, r), dt).contiguous(memory_format=fmt)
         tol = 1e-4 if dtype == "float32" else 2e-3
+        if fused is None:
+            fn, args = (lambda a, b: F.conv2d(a, b, stride=stride, padding=pad)), (x, wt)
+        else:
+            bias = nonzero((k,), dt)
+            res = nonzero((n, k, p, q), dt).contiguous(memory_format=fmt) if fused[1] else None
+            if res is None:
+                fn, args = (lambda a, b, c_: torch.relu(F.conv2d(a, b, c_, stride=stride, padding=pad))), (x, wt, bias)
+            else:
+                fn = lambda a, b, c_, d: torch.relu(F.conv2d(a, b, c_, stride=stride, padding=pad) + d)
+                args = (x, wt, bias, res)
+        ref = fn(*(a.double() for a in args))
         close = lambda got: torch.allclose(got.double(), ref, rtol=tol, atol=tol * c * r * r)
+        run = lambda: fn(*args)
         check = lambda: close(run())
-        return run, check, (lambda a, b: F.conv2d(a, b, stride=stride, padding=pad), (x, wt), close)
+        return run, check, (fn, args, close)
 
     size = 2 if dtype == "float16" else 4
-    name = (f"conv_{dtype}_N{n}C{c}H{h}W{w}K{k}R{r}" + (f"S{stride}" if stride > 1 else "") +
-            (f"P{pad}" if pad else "") + ("_nhwc" if nhwc else ""))
+    name = _name(dtype, n, c, h, w, k, r, stride, pad, nhwc) + (fused[0] if fused else "")
+    extra = (k + (n * k * p * q if fused[1] else 0)) if fused else 0
     return {"case": name, "setup": setup,
-            "bytes": (n * c * h * w + k * c * r * r + n * k * p * q) * size,
-            "flops": 2 * n * k * p * q * c * r * r, "op": "torch.nn.functional.conv2d"}
+            "bytes": (n * c * h * w + k * c * r * r + n * k * p * q + extra) * size,
+            "flops": 2 * n * k * p * q * c * r * r,
+            "op": "relu(conv2d(x, w, b) + r)" if fused and fused[1] else
+                  "relu(conv2d(x, w, b))" if fused else "torch.nn.functional.conv2d"}

@@ -193,6 +193,21 @@ def conv2d_cases():
                     lambda got, want, tol=tol, c=c, r=r: torch.allclose(got.double(), want, rtol=tol,
                                                                         atol=tol * c * r * r),
                     (n * c * h * w + k * c * r * r + n * k * p * q) * dt.itemsize)
+    # Fused epilogues: one jitune call against PyTorch's chain (the peer's cases, the same tensors).
+    fused = {peer_conv.fused_name("float16", row, nhwc, suffix): residual
+             for row, nhwc, suffix, residual in peer_conv.FUSED_ROWS}
+    for peer in peer_conv.cases():
+        if peer["case"] not in fused:
+            continue
+        _, _, (fn, args, good) = peer["setup"]()
+        (_, _, _, _, _, _, st, pad) = next(row for row, nhwc, suffix, residual in peer_conv.FUSED_ROWS
+                                          if peer_conv.fused_name("float16", row, nhwc, suffix) == peer["case"])
+        epilogue = "y = max(acc + r, 0.0f)" if fused[peer["case"]] else "y = max(acc, 0.0f)"
+        yield _case(peer["case"], "conv2d",
+                    lambda a=args, e=epilogue, st=st, pad=pad: jt.conv2d(a[0], a[1], a[2], stride=st, padding=pad,
+                                                                        epilogue=e,
+                                                                        residual=a[3] if len(a) > 3 else None),
+                    lambda fn=fn, a=args: fn(*a), lambda got, want, good=good: good(got), peer["bytes"])
 
 
 def reduce_rows_cases():

@@ -276,13 +276,24 @@ typedef struct jitune_conv2d_params {
   /** JITUNE_NCHW (0; also what a caller built without this field gets) or JITUNE_NHWC: x stored {N, H, W, C},
    *  w {K, R, S, C}, y {N, P, Q, K} (float16 / bfloat16 on sm_80+). */
   jitune_image_layout layout;
+  /** NULL or "" (also what a caller built without this field gets): none. Otherwise an elementwise expression
+   *  applied to every output before it is stored, in the same kernel, over acc (the convolution plus bias, as
+   *  stored) and r (the residual's element at the same position): "y = max(acc + r, 0.0f)". Reading r needs
+   *  jitune_conv2d_fused's residual. Jitune::Conv2dParams::epilogue says more. */
+  const char* epilogue;
 } jitune_conv2d_params;
 
-/** jitune::conv2d: y {N, K, P, Q} = conv2d(x, w) + bias {K} (bias NULL: none); float32, float16 or bfloat16.
- */
+/** jitune::conv2d: y {N, K, P, Q} = conv2d(x, w) + bias {K} (bias NULL: none), then params->epilogue where it
+ * reads no residual; float32, float16 or bfloat16. */
 JITUNE_API jitune_status jitune_conv2d(jitune_runtime* runtime, const void* x, const void* w,
                                        const void* bias, void* y, const jitune_conv2d_params* params,
                                        jitune_dtype dtype, void* stream);
+/** jitune::conv2d with a residual: y = epilogue(conv2d(x, w) + bias, residual), the residual laid out and shaped
+ * as y (NULL where params->epilogue does not read r). */
+JITUNE_API jitune_status jitune_conv2d_fused(jitune_runtime* runtime, const void* x, const void* w,
+                                             const void* bias, const void* residual, void* y,
+                                             const jitune_conv2d_params* params, jitune_dtype dtype,
+                                             void* stream);
 /** jitune::conv2d_output_shape: writes {N, K, P, Q} into output_shape[0..4). */
 JITUNE_API jitune_status jitune_conv2d_output_shape(const jitune_conv2d_params* params,
                                                     int64_t* output_shape);

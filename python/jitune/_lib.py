@@ -157,6 +157,7 @@ class Conv2dParams(_Sized):
         ("padding", c_int64 * 2),
         ("dilation", c_int64 * 2),
         ("layout", c_int),
+        ("epilogue", c_char_p),
     ]
 
 
@@ -358,6 +359,7 @@ _PROTOTYPES = {
     "jitune_dot": (c_int, (_rt, _ptr, _ptr, c_int64, _ptr, _enum, _ptr)),
     "jitune_dot_signature": (c_int, (c_int64, _enum, *_text_out)),
     "jitune_conv2d": (c_int, (_rt, _ptr, _ptr, _ptr, _ptr, POINTER(Conv2dParams), _enum, _ptr)),
+    "jitune_conv2d_fused": (c_int, (_rt, _ptr, _ptr, _ptr, _ptr, _ptr, POINTER(Conv2dParams), _enum, _ptr)),
     "jitune_conv2d_output_shape": (c_int, (POINTER(Conv2dParams), POINTER(c_int64))),
     "jitune_conv2d_signature": (c_int, (POINTER(Conv2dParams), _enum, c_int, *_text_out)),
     "jitune_reduce_rows": (c_int, (_rt, _ptr, _ptr, c_int64, c_int64, _enum, _enum, _ptr)),

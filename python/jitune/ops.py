@@ -526,9 +526,12 @@ def _sig_dot(x, y, out=None, stream=None):
 _CONV_LAYOUTS = {"nchw": 0, "nhwc": 1}
 
 
-def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw"):
+def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw", epilogue=None):
     """The jitune_conv2d_params of a call and the stored output shape. layout "nhwc": x is stored (N, H, W, C), w
     (K, R, S, C) and y (N, P, Q, K)."""
+    if epilogue is not None and not isinstance(epilogue, str):
+        raise InvalidArgumentError(f"epilogue is {type(epilogue).__name__}; it is an expression text such as "
+                                   "'y = max(acc + r, 0.0f)', or None")
     if layout not in _CONV_LAYOUTS:
         raise InvalidArgumentError(f"layout {layout!r}; it is 'nchw' or 'nhwc' (channels last)")
     nhwc = layout == "nhwc"
@@ -555,32 +558,46 @@ def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw"):
     p.padding[:] = _pair(padding, "padding")
     p.dilation[:] = _pair(dilation, "dilation")
     p.layout = _CONV_LAYOUTS[layout]
+    p.epilogue = epilogue.encode() if epilogue else None
     out_shape = (c_int64 * 4)()
     check(lib.jitune_conv2d_output_shape(byref(p), out_shape))
     n, k, h, w_ = tuple(out_shape)
     return p, ((n, h, w_, k) if nhwc else (n, k, h, w_))
 
 
-def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None, layout="nchw"):
+def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None, layout="nchw", epilogue=None,
+           residual=None):
     """F.conv2d(x, w, bias, stride, padding, dilation) (groups = 1) on contiguous NCHW x (N, C, H, W), w (K, C, R,
     S), bias (K,) or None; float32, float16, bfloat16. Returns y (N, K, P, Q). layout="nhwc" (channels last,
-    float16 / bfloat16 on sm_80+): x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K)."""
-    (xo, wo, bo, out_op), device, stream, framework = convert(
-        (("x", x, False), ("w", w, False), ("bias", bias, False), ("out", out, True)), stream)
-    for op, name in ((xo, "x"), (wo, "w"), (bo, "bias")):
+    float16 / bfloat16 on sm_80+): x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K).
+
+    epilogue: an expression applied to every output in the same kernel, over acc (the convolution plus bias as
+    stored) and r (the element of `residual`, an array shaped and laid out as y): "y = max(acc + r, 0.0f)". The
+    residual must not be `out`."""
+    (xo, wo, bo, ro, out_op), device, stream, framework = convert(
+        (("x", x, False), ("w", w, False), ("bias", bias, False), ("residual", residual, False), ("out", out, True)),
+        stream)
+    for op, name in ((xo, "x"), (wo, "w"), (bo, "bias"), (ro, "residual")):
         if op is not None:
             _contiguous(op, name)
-    params, out_shape = _conv2d_problem(xo, wo, bo, stride, padding, dilation, layout)
+    params, out_shape = _conv2d_problem(xo, wo, bo, stride, padding, dilation, layout, epilogue)
+    if ro is not None:
+        if tuple(ro.shape) != tuple(out_shape):
+            raise InvalidArgumentError(f"residual has shape {tuple(ro.shape)}; it must be the output's {tuple(out_shape)}")
+        if ro.dtype != xo.dtype:
+            raise InvalidArgumentError(
+                f"residual has dtype {DTYPE_NAMES[ro.dtype]} but x has {DTYPE_NAMES[xo.dtype]}: they must match")
     dst, alloc = _output(out_op, framework, out_shape, xo.dtype, device, stream)
-    status = lib.jitune_conv2d(runtime_for(device), xo.ptr, wo.ptr, bo.ptr if bo is not None else None, dst,
-                               byref(params), xo.dtype, stream)
+    status = lib.jitune_conv2d_fused(runtime_for(device), xo.ptr, wo.ptr, bo.ptr if bo is not None else None,
+                                     ro.ptr if ro is not None else None, dst, byref(params), xo.dtype, stream)
     return _finish(status, alloc.result() if alloc else out)
 
 
-def _sig_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None, layout="nchw"):
+def _sig_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None, layout="nchw", epilogue=None,
+                residual=None):
     xm, wm = _arrays.meta(x, "x"), _arrays.meta(w, "w")
     bm = _arrays.meta(bias, "bias") if bias is not None else None
-    params, _ = _conv2d_problem(xm, wm, bm, stride, padding, dilation, layout)
+    params, _ = _conv2d_problem(xm, wm, bm, stride, padding, dilation, layout, epilogue)
     return text_call(lib.jitune_conv2d_signature, byref(params), xm.dtype, int(bias is not None))
 
 

@@ -801,12 +801,12 @@ def _conv_check(x, w, bias, stride, padding, dilation):
     return (x.shape[0], w.shape[0], p, q)
 
 
-_conv_params = {}  # (x shape, w shape, stride, padding, dilation, layout) -> jitune_conv2d_params
+_conv_params = {}  # (x shape, w shape, stride, padding, dilation, layout, epilogue) -> jitune_conv2d_params
 _CHANNELS_LAST_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def _conv_params_for(x, w, stride, padding, dilation, layout):
-    key = (x.shape, w.shape, tuple(stride), tuple(padding), tuple(dilation), layout)
+def _conv_params_for(x, w, stride, padding, dilation, layout, epilogue=None):
+    key = (x.shape, w.shape, tuple(stride), tuple(padding), tuple(dilation), layout, epilogue)
     params = _conv_params.get(key)
     if params is None:
         params = _lib.Conv2dParams.make()
@@ -816,6 +816,7 @@ def _conv_params_for(x, w, stride, padding, dilation, layout):
         params.padding[:] = list(padding)
         params.dilation[:] = list(dilation)
         params.layout = layout
+        params.epilogue = epilogue.encode() if epilogue else None  # the struct keeps the bytes alive
         _conv_params[key] = params
     return params
 
@@ -834,10 +835,14 @@ def _conv_channels_last(x) -> bool:
     return sm80
 
 
-def _conv_cuda(x, w, bias, stride, padding, dilation):
+def _conv_cuda(x, w, bias, stride, padding, dilation, epilogue=None, residual=None):
     shape = _conv_check(x, w, bias, stride, padding, dilation)
     nhwc = _conv_channels_last(x)
     out = _image_like(x, shape, nhwc)
+    if residual is not None:
+        _residual_check(residual, x, shape)
+        fmt = torch.channels_last if nhwc else torch.contiguous_format
+        residual = residual if residual.is_contiguous(memory_format=fmt) else residual.contiguous(memory_format=fmt)
     if out.numel() == 0:
         return out
     if nhwc:  # the weight as KRSC (channels-last models hold it so already)
@@ -845,18 +850,40 @@ def _conv_cuda(x, w, bias, stride, padding, dilation):
     else:
         x, w = _contiguous(x), _contiguous(w)
     bias_ptr = None if bias is None else _contiguous(bias).data_ptr()
-    params = _conv_params_for(x, w, stride, padding, dilation, 1 if nhwc else 0)
+    params = _conv_params_for(x, w, stride, padding, dilation, 1 if nhwc else 0, epilogue)
     dev = _device(x)
     rt = _handles.get(dev) or _runtime_for(dev)
-    status = _C.jitune_conv2d(rt, x.data_ptr(), w.data_ptr(), bias_ptr, out.data_ptr(),
-                              ctypes.byref(params), _DTYPE[x.dtype], _raw_stream(dev))
+    if epilogue is None:
+        status = _C.jitune_conv2d(rt, x.data_ptr(), w.data_ptr(), bias_ptr, out.data_ptr(),
+                                  ctypes.byref(params), _DTYPE[x.dtype], _raw_stream(dev))
+    else:
+        status = _C.jitune_conv2d_fused(rt, x.data_ptr(), w.data_ptr(), bias_ptr,
+                                        None if residual is None else residual.data_ptr(), out.data_ptr(),
+                                        ctypes.byref(params), _DTYPE[x.dtype], _raw_stream(dev))
     if status:
         _check(status)
     return out
 
 
+def _residual_check(residual, x, shape):
+    _need_same("conv2d", "residual", residual, "x", x)
+    if tuple(residual.shape) != tuple(shape):
+        _fail(f"conv2d: residual has shape {tuple(residual.shape)}; it must be the output's {tuple(shape)}")
+
+
 def _conv_fake(x, w, bias, stride, padding, dilation):
     return _image_like(x, _conv_check(x, w, bias, stride, padding, dilation), _conv_channels_last(x))
+
+
+def _conv_fused_cuda(x, w, bias, stride, padding, dilation, epilogue, residual):
+    return _conv_cuda(x, w, bias, stride, padding, dilation, epilogue, residual)
+
+
+def _conv_fused_fake(x, w, bias, stride, padding, dilation, epilogue, residual):
+    shape = _conv_check(x, w, bias, stride, padding, dilation)
+    if residual is not None:
+        _residual_check(residual, x, shape)
+    return _image_like(x, shape, _conv_channels_last(x))
 
 
 def _conv_save(ctx, args, out):
@@ -886,6 +913,11 @@ def _conv_tensors(args):
 _conv2d = _register("conv2d", "(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
                     "int[2] dilation) -> Tensor", _conv_cuda, _conv_fake, _conv_tensors,
                     _Derivative(_conv_save, _conv_grads))
+# With an epilogue: no derivative (jitune does not differentiate expressions; the backward says so).
+_conv2d_fused = _register("conv2d_fused", "(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
+                          "int[2] dilation, str epilogue, Tensor? residual) -> Tensor", _conv_fused_cuda,
+                          _conv_fused_fake, lambda args: tuple(t for t in (args[0], args[1], args[2], args[7])
+                                                              if t is not None), None)
 
 
 def _two(value):
@@ -893,13 +925,26 @@ def _two(value):
 
 
 def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, stride=1, padding=0,
-           dilation=1) -> torch.Tensor:
+           dilation=1, epilogue: Optional[str] = None, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``F.conv2d(x, weight, bias, stride, padding, dilation)`` with groups=1 (float32, float16, bfloat16). The
-    input and weight gradients run PyTorch's (cuDNN's) backward convolutions, not jitune kernels."""
+    input and weight gradients run PyTorch's (cuDNN's) backward convolutions, not jitune kernels.
+
+    epilogue: an expression applied to every output in the same kernel, over ``acc`` (the convolution plus bias,
+    as F.conv2d would return it) and ``r`` (the element of ``residual``, shaped like the output): ``"y = max(acc,
+    0.0f)"`` is ``relu(conv2d(...))``, ``"y = max(acc + r, 0.0f)"`` is ``relu(conv2d(...) + residual)``, evaluated in
+    float and rounded once. An op with an epilogue has no derivative."""
     geometry = (_two(stride), _two(padding), _two(dilation))
-    if _direct(x, weight) and (bias is None or _direct(bias)):
-        return _conv_cuda(x, weight, bias, *geometry)
-    return _conv2d(x, weight, bias, *geometry)
+    if epilogue is None:
+        if residual is not None:
+            _fail("conv2d: a residual was given without an epilogue that reads it; pass e.g. epilogue='y = acc + r'")
+        if _direct(x, weight) and (bias is None or _direct(bias)):
+            return _conv_cuda(x, weight, bias, *geometry)
+        return _conv2d(x, weight, bias, *geometry)
+    if not isinstance(epilogue, str):
+        _fail(f"conv2d: epilogue is {type(epilogue).__name__}; it is an expression text such as 'y = max(acc, 0.0f)'")
+    if _direct(x, weight) and (bias is None or _direct(bias)) and (residual is None or _direct(residual)):
+        return _conv_cuda(x, weight, bias, *geometry, epilogue, residual)
+    return _conv2d_fused(x, weight, bias, *geometry, epilogue, residual)
 
 
 # ---------------------------------------------------------------------------------------------------------------

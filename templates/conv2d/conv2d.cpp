@@ -1,4 +1,6 @@
 // The conv2d family object: its space and the Family contract, each part delegated to the file that does it.
+#include <cmath>
+
 #include "templates/conv2d/conv2d_detail.hpp"
 
 namespace jitune::templates::conv2d {
@@ -106,7 +108,10 @@ class ConvFamily final : public Family {
             {"dilation_h", "vertical dilation"},
             {"dilation_w", "horizontal dilation"},
             {"bias", "1: add a bias per output channel (default 0)"},
-            {"layout", "nchw (default) or nhwc: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K} (float16 / bfloat16)"}};
+            {"layout", "nchw (default) or nhwc: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K} (float16 / bfloat16)"},
+            {"epilogue",
+             "expression applied to each output before it is stored, over acc (the convolution plus bias) and r "
+             "(a residual shaped like y), e.g. 'y = max(acc + r, 0.0f)' (default: none)"}};
   }
 
   std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
@@ -133,19 +138,21 @@ class ConvFamily final : public Family {
     return detail::problem_from_call(args);
   }
 
-  // x, w, bias (optional: an empty spec when the call has none), y, as stored in the problem's layout.
+  // x, w, bias (optional: an empty spec when the call has none), y, and the epilogue's residual r (optional, laid
+  // out as y), as stored in the problem's layout.
   std::vector<BufferSpec> buffers(const Problem& problem) const override {
     const auto& p = static_cast<const ConvProblem&>(problem);
     const auto& s = p.shape();
-    if (s.layout == ImageLayout::kNHWC)  // stored shapes, channels innermost
-      return {{"x", BufferRole::kIn, p.dtype(), {s.n, s.h, s.w, s.c}, {}},
-              {"w", BufferRole::kIn, p.dtype(), {s.k, s.r, s.s, s.c}, {}},
-              {"bias", BufferRole::kIn, p.dtype(), {s.bias ? s.k : 0}, {}, true},
-              {"y", BufferRole::kOut, p.dtype(), {s.n, p.p(), p.q(), s.k}, {}}};
-    return {{"x", BufferRole::kIn, p.dtype(), {s.n, s.c, s.h, s.w}, {}},
-            {"w", BufferRole::kIn, p.dtype(), {s.k, s.c, s.r, s.s}, {}},
+    const bool nhwc = s.layout == ImageLayout::kNHWC;  // stored shapes, channels innermost
+    const std::vector<std::int64_t> y = nhwc ? std::vector<std::int64_t>{s.n, p.p(), p.q(), s.k}
+                                             : std::vector<std::int64_t>{s.n, s.k, p.p(), p.q()};
+    return {{"x", BufferRole::kIn, p.dtype(), nhwc ? std::vector<std::int64_t>{s.n, s.h, s.w, s.c}
+                                                   : std::vector<std::int64_t>{s.n, s.c, s.h, s.w}, {}},
+            {"w", BufferRole::kIn, p.dtype(), nhwc ? std::vector<std::int64_t>{s.k, s.r, s.s, s.c}
+                                                   : std::vector<std::int64_t>{s.k, s.c, s.r, s.s}, {}},
             {"bias", BufferRole::kIn, p.dtype(), {s.bias ? s.k : 0}, {}, true},
-            {"y", BufferRole::kOut, p.dtype(), {s.n, s.k, p.p(), p.q()}, {}}};
+            {"y", BufferRole::kOut, p.dtype(), y, {}},
+            {"residual", BufferRole::kIn, p.dtype(), p.residual() ? y : std::vector<std::int64_t>{0}, {}, true}};
   }
 
   // Implicit GEMM: split-K's zeroed arrival counters, one per output tile, then a float partial tile per block;
@@ -180,7 +187,7 @@ class ConvFamily final : public Family {
                    KernelArgs& args) const override {
     const auto& p = static_cast<const ConvProblem&>(problem);
     push_args(p, config, b.pointers[0], b.pointers[1], p.shape().bias ? b.pointers[2] : nullptr, b.at(3),
-              b.workspace, args);
+              p.residual() ? b.pointers[4] : nullptr, b.workspace, args);
   }
 
   Workload workload(const Problem& problem, std::uint64_t seed) const override {
@@ -196,14 +203,20 @@ class ConvFamily final : public Family {
     // Float accumulation of C*R*S products of magnitude < 16: the absolute error grows with the term count,
     // so near-zero sums (cancellation) need an absolute tolerance; any indexing error is orders of magnitude
     // larger.
-    const double atol = 4e-6 * static_cast<double>(p.terms() + (p.shape().bias ? 1 : 0));
+    double atol = 4e-6 * static_cast<double>(p.terms() + (p.shape().bias ? 1 : 0));
+    // An epilogue sees acc rounded to the dtype on both sides; where the float and the double sums round to
+    // neighbouring values, its output differs by one unit of acc's magnitude even where it cancels acc (y = acc +
+    // r near 0). Sums of `terms` products of standard deviation < 6 stay within 36 * sqrt(terms) (six sigma);
+    // expressions that scale acc up are beyond this bound.
+    const double rtol = p.dtype() == DType::kFloat16 ? 1e-3 : p.dtype() == DType::kBFloat16 ? 8e-3 : 1e-5;
+    if (p.epilogue()) atol += rtol * 36.0 * std::sqrt(static_cast<double>(p.terms()));
     switch (p.dtype()) {
       case DType::kFloat16:
-        return {DType::kFloat16, 1e-3, atol + 1e-4};  // one half ulp is 2^-10 relative
+        return {DType::kFloat16, rtol, atol + 1e-4};  // one half ulp is 2^-10 relative
       case DType::kBFloat16:
-        return {DType::kBFloat16, 8e-3, atol + 1e-3};  // one bf16 ulp is 2^-7 relative
+        return {DType::kBFloat16, rtol, atol + 1e-3};  // one bf16 ulp is 2^-7 relative
       default:
-        return {DType::kFloat32, 1e-5, atol};
+        return {DType::kFloat32, rtol, atol};
     }
   }
 
@@ -218,11 +231,12 @@ class ConvFamily final : public Family {
              (r.stride > 1 ? "S" + std::to_string(r.stride) : "") + (r.pad > 0 ? "P" + std::to_string(r.pad) : "") +
              (r.nhwc ? "_nhwc" : "");
     };
-    auto signature_of = [](const char* dtype, const Row& r) {
+    auto signature_of = [](const char* dtype, const Row& r, const char* epilogue = nullptr) {
       ConvProblem::Shape s;
       s.n = r.n, s.c = r.c, s.h = r.h, s.w = r.w, s.k = r.k, s.r = r.r, s.s = r.r;
       s.stride_h = s.stride_w = r.stride, s.pad_h = s.pad_w = r.pad;
       s.layout = r.nhwc ? ImageLayout::kNHWC : ImageLayout::kNCHW;
+      if (epilogue) s.bias = true, s.epilogue = epilogue;
       return ConvProblem(parse_dtype(dtype), s).signature();
     };
     // The seed article's case and the small-channel rows, float32 and float16 (no padding, stride 1).
@@ -245,6 +259,17 @@ class ConvFamily final : public Family {
     for (const char* dtype : {"float32", "float16"})
       for (const Row& r : small) cases.emplace_back(name_of(dtype, r), signature_of(dtype, r));
     for (const Row& r : networks) cases.emplace_back(name_of("float16", r), signature_of("float16", r));
+    // Issue 18 item 4, fused epilogues (a ResNet block's conv + bias + ReLU, and + residual + ReLU), with bias.
+    static constexpr struct {
+      Row row;
+      const char* suffix;
+      const char* epilogue;
+    } fused[] = {{{32, 64, 56, 56, 64, 3, 1, 1}, "_bias_relu", "y = max(acc, 0.0f)"},
+                 {{32, 64, 56, 56, 64, 3, 1, 1}, "_bias_add_relu", "y = max(acc + r, 0.0f)"},
+                 {{32, 64, 56, 56, 64, 3, 1, 1, true}, "_bias_add_relu", "y = max(acc + r, 0.0f)"},
+                 {{1, 64, 56, 56, 64, 3, 1, 1}, "_bias_add_relu", "y = max(acc + r, 0.0f)"}};
+    for (const auto& f : fused)
+      cases.emplace_back(name_of("float16", f.row) + f.suffix, signature_of("float16", f.row, f.epilogue));
     return cases;
   }
 

@@ -1,5 +1,5 @@
 // Direct NCHW convolution (PyTorch conv2d semantics, groups = 1): stride, zero padding, dilation, optional
-// bias, float / half / bfloat16 storage with float accumulation.
+// bias and fused epilogue, float / half / bfloat16 storage with float accumulation.
 //
 // Each block computes a tile of (kBlockH * kOutH) x (kBlockW * kOutW) output pixels for kKBlock output
 // channels of one image. Input channels are consumed in stages of kCStage: a stage stages the input tile with
@@ -19,18 +19,56 @@
 namespace jitune {
 namespace conv {
 
-/// Kernel parameters (host mirror: conv2d.cpp's ArgsLayout; 4 pointers then 8 ints, no padding).
+/// Kernel parameters (host mirror: launch.cpp's ArgsLayout; 5 pointers then 8 ints, no padding).
 template <class T>
 struct Args {
   const T* x;     ///< {N, C, H, W}
   const T* wt;    ///< {K, C, R, S}
   const T* bias;  ///< {K}; read only when the kernel is instantiated with kBias.
   T* y;           ///< {N, K, P, Q}
+  const T* res;   ///< The epilogue's residual r, laid out as y; read only when the epilogue reads r.
   int n, h, w;    ///< Batch, input height and width.
   int p, q;       ///< Output height / width.
   int pad_h, pad_w;
   int tiles_x;  ///< Output tiles along Q (blockIdx.x = tile_y * tiles_x + tile_x).
 };
+
+/// The epilogue of a call without one: y is the convolution plus bias. A call's epilogue (the host's
+/// epilogue_source) is a struct of the same shape made from its expression over acc and r.
+struct NoEpilogue {
+  static constexpr bool kActive = false, kResidual = false;
+  __device__ __forceinline__ float operator()(float acc, float) const { return acc; }
+};
+
+/// One output element through the epilogue Epi: v is the convolution plus bias already rounded to T (what an
+/// unfused conv2d stores, so the expression sees what PyTorch's next op would read), `r` the residual's element
+/// at the same position (read only when Epi reads r); the expression runs in float and is rounded once.
+template <class Epi, class T>
+__device__ __forceinline__ T apply_epilogue(T v, const T* r) {
+  if constexpr (!Epi::kActive) {
+    return v;
+  } else {
+    return from_float<T>(Epi()(to_float(v), Epi::kResidual ? to_float(*r) : 0.f));
+  }
+}
+
+/// The epilogue over kN consecutive outputs (a vector store's worth) whose residual elements start at r.
+template <class Epi, class T, int kN>
+__device__ __forceinline__ void apply_epilogue_pack(Pack<T, kN>& v, const T* r, bool r_vector) {
+  if constexpr (Epi::kActive) {
+    Pack<T, kN> rv;
+    if constexpr (Epi::kResidual) {
+      if (r_vector) {
+        rv = *reinterpret_cast<const Pack<T, kN>*>(r);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kN; ++e) rv.v[e] = r[e];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kN; ++e) v.v[e] = apply_epilogue<Epi>(v.v[e], &rv.v[e]);
+  }
+}
 
 __host__ __device__ constexpr int round_up(int a, int b) {
   return (a + b - 1) / b * b;
@@ -90,10 +128,11 @@ __device__ __forceinline__ void load_shared_vec(float (&dst)[kN], const float* s
 //   kLoad [load]: elements per global vector load of the input tile; load * sizeof(T) <= 16.
 //   kDoubleBuffer [double_buffer]: 0 or 1: prefetch the next stage into registers while computing this one.
 //   kMaxRegs [max_regs]: register cap per thread (__maxnreg__), <= 65536 / threads; 255: none.
-// Problem constants: kC, kK input / output channels, kR x kS filter, strides, dilations; kBias adds bias[k].
+// Problem constants: kC, kK input / output channels, kR x kS filter, strides, dilations; kBias adds bias[k];
+// Epi the call's epilogue (NoEpilogue without one).
 template <class T, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW,
           int kOutH, int kOutW, int kBlockH, int kBlockW, int kKBlock, int kCStage, int kLoad,
-          int kDoubleBuffer, int kMaxRegs, int kBias>
+          int kDoubleBuffer, int kMaxRegs, int kBias, class Epi = NoEpilogue>
 __global__ void __maxnreg__(kMaxRegs) conv2d(Args<T> a) {
   using G = Geometry<kR, kS, kStrideH, kStrideW, kDilH, kDilW, kOutH, kOutW, kBlockH, kBlockW, kKBlock,
                      kCStage, kLoad>;
@@ -298,7 +337,7 @@ __global__ void __maxnreg__(kMaxRegs) conv2d(Args<T> a) {
       }
     }
 
-    // Epilogue: bias, conversion, vector stores where the row address allows.
+    // Epilogue: bias, conversion, the call's epilogue, vector stores where the row address allows.
     constexpr int kStoreVec = kOutW * sizeof(T) <= 16 ? kOutW : 16 / sizeof(T);
 #pragma unroll
     for (int i = 0; i < kOutH; ++i) {
@@ -309,21 +348,27 @@ __global__ void __maxnreg__(kMaxRegs) conv2d(Args<T> a) {
         const int kk = k0 + k;
         if (kK % kKBlock != 0 && kk >= kK) continue;
         const float b = kBias ? to_float(a.bias[kk]) : 0.f;
-        T* yrow = a.y + ((static_cast<long long>(n) * kK + kk) * a.p + oy) * a.q;
+        const long long row = ((static_cast<long long>(n) * kK + kk) * a.p + oy) * a.q;
+        T* yrow = a.y + row;
+        const T* rrow = a.res + row;
         const bool aligned =
             (reinterpret_cast<unsigned long long>(yrow + ox0) & (kStoreVec * sizeof(T) - 1)) == 0;
         if (kStoreVec > 1 && aligned && ox0 + kOutW <= a.q) {
+          const bool r_vector =
+              (reinterpret_cast<unsigned long long>(rrow + ox0) & (kStoreVec * sizeof(T) - 1)) == 0;
 #pragma unroll
           for (int j = 0; j < kOutW; j += kStoreVec) {
             Pack<T, kStoreVec> out;
 #pragma unroll
             for (int e = 0; e < kStoreVec; ++e) out.v[e] = from_float<T>(acc[i][j + e][k] + b);
+            apply_epilogue_pack<Epi>(out, rrow + ox0 + j, r_vector);
             *reinterpret_cast<Pack<T, kStoreVec>*>(yrow + ox0 + j) = out;
           }
         } else {
 #pragma unroll
           for (int j = 0; j < kOutW; ++j)
-            if (ox0 + j < a.q) yrow[ox0 + j] = from_float<T>(acc[i][j][k] + b);
+            if (ox0 + j < a.q)
+              yrow[ox0 + j] = apply_epilogue<Epi>(from_float<T>(acc[i][j][k] + b), rrow + ox0 + j);
         }
       }
     }

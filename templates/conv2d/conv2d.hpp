@@ -3,15 +3,22 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 
 #include <jitune/tensor.hpp>
 
 #include "templates/family.hpp"
 
+namespace jitune::templates::elementwise {
+struct Expression;
+}
+
 namespace jitune::templates::conv2d {
 
-/// One convolution: y[N,K,P,Q] = conv(x[N,C,H,W], w[K,C,R,S]) (+ bias[K]), PyTorch semantics, groups = 1.
+/// One convolution: y[N,K,P,Q] = conv(x[N,C,H,W], w[K,C,R,S]) (+ bias[K]), PyTorch semantics, groups = 1, then
+/// optionally an epilogue expression over each output element.
 class ConvProblem final : public Problem {
  public:
   /// Sizes and geometry; every field is validated by the constructor.
@@ -22,23 +29,33 @@ class ConvProblem final : public Problem {
     bool bias = false;
     /// kNHWC: x stored {N, H, W, C}, w {K, R, S, C}, y {N, P, Q, K} (the implicit GEMM only).
     ImageLayout layout = ImageLayout::kNCHW;
+    /// Empty, or an elementwise expression ("y = max(acc + r, 0.0f)") over acc, the convolution plus bias as
+    /// an unfused conv2d stores it, and r, the element of a residual tensor laid out as y; the constructor keeps
+    /// its canonical form.
+    std::string epilogue;
   };
 
   /// Throws InvalidArgument naming the offending value: dtype other than float32/float16/bfloat16, a negative
   /// batch, a non-positive size, stride or dilation, a negative padding, a filter (with dilation) larger than
-  /// the padded input, or sizes beyond the kernel's 32-bit per-plane indexing.
+  /// the padded input, sizes beyond the kernel's 32-bit per-plane indexing, or an epilogue that does not parse,
+  /// reads a name other than acc and r, or does not read acc.
   ConvProblem(DType dtype, const Shape& shape);
 
   DType dtype() const noexcept { return dtype_; }
   const Shape& shape() const noexcept { return shape_; }
   std::int64_t p() const noexcept { return p_; }  ///< Output height.
   std::int64_t q() const noexcept { return q_; }  ///< Output width.
+  /// The parsed epilogue, null without one.
+  const elementwise::Expression* epilogue() const noexcept { return epilogue_.get(); }
+  /// Whether the epilogue reads r (the call then passes a residual buffer shaped like y).
+  bool residual() const noexcept { return residual_; }
 
-  /// "bias=0;c=6;dilation_h=1;dilation_w=1;dtype=float32;h=768;k=6;layout=nchw;n=1;pad_h=0;pad_w=0;r=6;s=6;..."
+  /// "bias=0;c=6;dilation_h=1;dilation_w=1;dtype=float32;h=768;k=6;layout=nchw;n=1;pad_h=0;pad_w=0;r=6;s=6;...",
+  /// with ";epilogue=<canonical expression>" after dtype when there is one.
   std::string signature() const override;
   std::string group() const override;  ///< "float32|nchw|f=6x6|st=1x1|d=1x1": layout and filter geometry.
   std::vector<double> features() const override;  ///< log2 of N, C, H, W, K.
-  double bytes_moved() const override;            ///< x, w and bias read once, y written once.
+  double bytes_moved() const override;  ///< x, w, bias (and the residual) read once, y written once.
   double flops() const override;                  ///< 2 * N * K * P * Q * C * R * S.
   /// Products summed per output element: C * R * S.
   std::int64_t terms() const noexcept { return shape_.c * shape_.r * shape_.s; }
@@ -47,6 +64,8 @@ class ConvProblem final : public Problem {
   DType dtype_;
   Shape shape_;
   std::int64_t p_ = 0, q_ = 0;
+  std::shared_ptr<const elementwise::Expression> epilogue_;
+  bool residual_ = false;
 };
 
 /// The kernel's tile geometry for a config, mirrored from conv2d.cuh's Geometry (the host's shared-memory
@@ -61,10 +80,11 @@ struct TileGeometry {
 };
 TileGeometry tile_geometry(const ConvProblem& problem, const Config& config);
 
-/// Lays out the kernel's templates::conv2d::Args<T> (4 pointers, then n, h, w, p, q, pad_h, pad_w, tiles_x as 32-bit
-/// ints), then for the implicit GEMM (algo 1) its workspace pointer (Family::prep; null without split-K).
+/// Lays out the kernel's templates::conv2d::Args<T> (x, w, bias, y, residual, then n, h, w, p, q, pad_h, pad_w,
+/// tiles_x as 32-bit ints), then for the implicit GEMM (algo 1) its workspace pointer (Family::prep; null without
+/// split-K).
 void push_args(const ConvProblem& problem, const Config& config, const void* x, const void* w,
-               const void* bias, void* y, void* workspace, KernelArgs& args);
+               const void* bias, void* y, const void* residual, void* workspace, KernelArgs& args);
 
 /// Why the kernel cannot run `config` for `problem` on `device` (vector width, divisibility, threads, tile
 /// larger than twice the output, unrolled code size, shared memory, register estimate against the cap), empty

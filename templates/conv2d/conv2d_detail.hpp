@@ -35,6 +35,9 @@ Config heuristic(const ConvProblem& p, const DeviceInfo& device);
 std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 
 // launch.cpp
+/// The program of a kernel's name expression: conv2d.cuh and, with an epilogue, its functor
+/// (jitune_conv_epilogue, from the elementwise expression engine) as the kernel's last template argument.
+KernelSource program(const ConvProblem& p, std::string name);
 /// The kernel's name expression (Family::source).
 KernelSource source(const ConvProblem& p, const Config& config);
 /// One block per output tile and k_block channels, grid z over the batch; algo 2: persistent blocks

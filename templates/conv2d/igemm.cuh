@@ -1,6 +1,6 @@
 // Implicit-GEMM convolution on tensor cores (conv2d algo 1), NCHW or channels last (NHWC): float16 / bfloat16
 // storage, float accumulation, mma.sync m16n8k16 (sm_80+), PyTorch conv2d semantics (stride, zero padding,
-// dilation, bias).
+// dilation, bias, fused epilogue).
 //
 // The convolution as a GEMM: rows m = (n, oy, ox) are output pixels (M = N * P * Q), columns are output
 // channels k (K), and the reduction runs over kk, the weights' own order ((c, r, s) for KCRS, (r, s, c) for
@@ -31,7 +31,8 @@
 // Weights are read as 16-byte vectors where C * R * S is a multiple of 8 and the pointer is aligned, element by
 // element elsewhere. The epilogue adds the bias in float, converts, stages the tile in shared memory ([k][m] for
 // NCHW, [m][k] for NHWC) and writes runs of consecutive outputs as 16-byte stores where the run length is a
-// multiple of 8 and y is aligned, coalesced element stores elsewhere.
+// multiple of 8 and y is aligned, coalesced element stores elsewhere; a call's epilogue (conv2d.cuh's
+// apply_epilogue) runs on each run as it is stored, its residual read at the run's own address.
 #pragma once
 
 #include "common/grid_barrier.cuh"
@@ -240,7 +241,7 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared
 // split-K counters and partial tiles. The other parameters are conv2d_igemm's.
 template <class T, int kLoadNhwc, int kStoreNhwc, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW,
           int kDilH, int kDilW, int kTileM, int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMma, int kStages,
-          int kSplitK, int kBias>
+          int kSplitK, int kBias, class Epi>
 __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const smem, int tile_m, int tile_n,
                                            int split, int tiles_m, int tiles_mn) {
   static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
@@ -590,7 +591,39 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
   }
 
   // Epilogue: accumulators (+ bias) -> shared as T, [k][m] for NCHW, [m][k] for NHWC (the last barrier freed the
-  // staging buffers).
+  // staging buffers), then stored in 8-element chunks: runs of consecutive outputs of y, a pixel's channels (NHWC)
+  // or a channel's pixels (NCHW, pq a multiple of 8). chunk_at gives chunk idx's offset in y, -1 outside it.
+  constexpr int kColChunks = kTileN / 8, kRowChunks = kTileM / 8, kStoreChunks = kTileM * kTileN / 8;
+  constexpr int kPer = (kStoreChunks + kThreads - 1) / kThreads;  // chunks per thread
+  auto chunk_at = [&](int idx) -> long long {
+    if constexpr (kStoreNhwc != 0) {
+      const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * 8, m = m0 + row;
+      if (m >= m_total || (kK % kTileN != 0 && k >= kK)) return -1;
+      return static_cast<long long>(m) * kK + k;
+    } else {
+      const int col = idx / kRowChunks, k = k0 + col, m = m0 + (idx - col * kRowChunks) * 8;
+      if ((kK % kTileN != 0 && k >= kK) || m >= m_total) return -1;
+      const int img = m / pq;
+      return (static_cast<long long>(img) * kK + k) * pq + (m - img * pq);
+    }
+  };
+  const bool vectors = (kStoreNhwc ? kK % 8 == 0 : pq % 8 == 0) && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
+  const bool r_vectors = (reinterpret_cast<unsigned long long>(a.res) & 15) == 0;
+  // An epilogue's residual chunks are loaded before the tile is staged, so their latency overlaps it (up to 8 chunks,
+  // 32 registers, a thread; beyond that each is read as it is stored).
+  constexpr bool kPrefetch = Epi::kResidual && kPer <= 8;
+  constexpr int kStoreUnroll = kPer <= 8 ? kPer : 4;
+  Chunk residual[kPrefetch ? kPer : 1];
+  if constexpr (kPrefetch) {
+    if (vectors && r_vectors) {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int idx = tid + i * kThreads;
+        const long long at = kStoreChunks % kThreads == 0 || idx < kStoreChunks ? chunk_at(idx) : -1;
+        if (at >= 0) residual[i] = *reinterpret_cast<const Chunk*>(a.res + at);
+      }
+    }
+  }
   T* const s_out = smem;
   const int gid = lane / 4, tig = lane % 4;
 #pragma unroll
@@ -613,48 +646,53 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
       }
     }
   __syncthreads();
-  if constexpr (kStoreNhwc != 0) {
-    // A pixel's channels are consecutive in y: y[m * K + k]; 16-byte stores where K is a multiple of 8.
-    const bool vectors = kK % 8 == 0 && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
-    constexpr int kColChunks = kTileN / 8;
-#pragma unroll 4
-    for (int idx = tid; idx < kTileM * kColChunks; idx += kThreads) {
-      const int row = idx / kColChunks, kk = (idx - row * kColChunks) * 8;
-      const int m = m0 + row, k = k0 + kk;
-      if (m >= m_total || (kK % kTileN != 0 && k >= kK)) continue;
-      T* dst = a.y + static_cast<long long>(m) * kK + k;
-      const T* src = s_out + row * G::kOutPitchNhwc + kk;
-      if (vectors) {
-        *reinterpret_cast<Chunk*>(dst) = *reinterpret_cast<const Chunk*>(src);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          if (kK % 8 == 0 || k + e < kK) dst[e] = src[e];
-      }
+  // The staged chunk idx: 8 consecutive elements of s_out.
+  auto staged = [&](int idx) -> const T* {
+    if constexpr (kStoreNhwc != 0) {
+      const int row = idx / kColChunks;
+      return s_out + row * G::kOutPitchNhwc + (idx - row * kColChunks) * 8;
+    } else {
+      const int col = idx / kRowChunks;
+      return s_out + col * G::kOutPitch + (idx - col * kRowChunks) * 8;
     }
-    return;
-  }
-  // Each output channel's pixels are consecutive in y within an image: y[(img * K + k) * PQ + pq].
-  const bool vectors = pq % 8 == 0 && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
+  };
   if (vectors) {
-    constexpr int kRowChunks = kTileM / 8;
+#pragma unroll kStoreUnroll
+    for (int i = 0; i < kPer; ++i) {
+      const int idx = tid + i * kThreads;
+      if (kStoreChunks % kThreads != 0 && idx >= kStoreChunks) break;
+      const long long at = chunk_at(idx);
+      if (at < 0) continue;
+      Chunk v = *reinterpret_cast<const Chunk*>(staged(idx));
+      if constexpr (kPrefetch) {
+        apply_epilogue_pack<Epi>(v, r_vectors ? reinterpret_cast<const T*>(&residual[i]) : a.res + at, r_vectors);
+      } else {
+        apply_epilogue_pack<Epi>(v, a.res + at, r_vectors);
+      }
+      *reinterpret_cast<Chunk*>(a.y + at) = v;
+    }
+  } else if constexpr (kStoreNhwc != 0) {
+    // K not a multiple of 8 or y misaligned: a chunk's channels one by one.
 #pragma unroll 4
-    for (int idx = tid; idx < kTileN * kRowChunks; idx += kThreads) {
-      const int col = idx / kRowChunks, mm = (idx - col * kRowChunks) * 8;
-      const int k = k0 + col, m = m0 + mm;
-      if ((kK % kTileN != 0 && k >= kK) || m >= m_total) continue;
-      const int img = m / pq;
-      *reinterpret_cast<Chunk*>(a.y + (static_cast<long long>(img) * kK + k) * pq + (m - img * pq)) =
-          *reinterpret_cast<const Chunk*>(s_out + col * G::kOutPitch + mm);
+    for (int idx = tid; idx < kStoreChunks; idx += kThreads) {
+      const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * 8, m = m0 + row;
+      if (m >= m_total || (kK % kTileN != 0 && k >= kK)) continue;
+      const long long at = static_cast<long long>(m) * kK + k;
+      const T* src = staged(idx);
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (kK % 8 == 0 || k + e < kK) a.y[at + e] = apply_epilogue<Epi>(src[e], a.res + at + e);
     }
   } else {
+    // Pixels per image not a multiple of 8 or y misaligned: element by element, coalesced along the pixels.
 #pragma unroll 4
     for (int idx = tid; idx < kTileN * kTileM; idx += kThreads) {
       const int col = idx / kTileM, mm = idx - col * kTileM;
       const int k = k0 + col, m = m0 + mm;
       if ((kK % kTileN != 0 && k >= kK) || m >= m_total) continue;
       const int img = m / pq;
-      a.y[(static_cast<long long>(img) * kK + k) * pq + (m - img * pq)] = s_out[col * G::kOutPitch + mm];
+      const long long at = (static_cast<long long>(img) * kK + k) * pq + (m - img * pq);
+      a.y[at] = apply_epilogue<Epi>(s_out[col * G::kOutPitch + mm], a.res + at);
     }
   }
 }
@@ -680,10 +718,11 @@ __host__ __device__ constexpr long long igemm_align256(long long bytes) {
 // grid barrier, runs the channels-last cp.async pipeline over the copies with the NCHW epilogue, each block
 // taking output tiles in turn; the last block to finish resets the barrier (LaunchPrep::rezeroed_by_kernel).
 // Workspace: the barrier counter (kRepackHeaderBytes), the split-K part, the copy of x, the copy of w.
-// Problem constants: kC, kK channels, kR x kS filter, strides, dilations; kBias adds bias[k].
+// Problem constants: kC, kK channels, kR x kS filter, strides, dilations; kBias adds bias[k]; Epi the call's
+// epilogue (NoEpilogue without one).
 template <class T, int kLayout, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW,
           int kTileM, int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kMma, int kStages,
-          int kSplitK, int kBias>
+          int kSplitK, int kBias, class Epi = NoEpilogue>
 __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlocks)
     conv2d_igemm(Args<T> a, void* workspace) {
   extern __shared__ float4 shared_raw[];
@@ -692,7 +731,7 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
            : reinterpret_cast<unsigned long long>(shared_raw));
   if constexpr (kLayout != 2) {
     igemm_tile<T, kLayout, kLayout, kC, kK, kR, kS, kStrideH, kStrideW, kDilH, kDilW, kTileM, kTileN, kTileK,
-               kWarpsM, kWarpsN, kMma, kStages, kSplitK, kBias>(a, workspace, smem, blockIdx.x, blockIdx.y,
+               kWarpsM, kWarpsN, kMma, kStages, kSplitK, kBias, Epi>(a, workspace, smem, blockIdx.x, blockIdx.y,
                                                                  blockIdx.z, gridDim.x, gridDim.x * gridDim.y);
   } else {
     static_assert(kC % 8 == 0 && kStages > 0, "repacking feeds the cp.async pipeline 8-channel taps");
@@ -786,7 +825,7 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
     b.wt = ws;
     for (int t = blockIdx.x; t < tiles_mn * kSplitK; t += gridDim.x) {
       igemm_tile<T, 1, 0, kC, kK, kR, kS, kStrideH, kStrideW, kDilH, kDilW, kTileM, kTileN, kTileK, kWarpsM,
-                 kWarpsN, kMma, kStages, kSplitK, kBias>(b, split_ws, smem, t % tiles_m, (t / tiles_m) % tiles_n,
+                 kWarpsN, kMma, kStages, kSplitK, kBias, Epi>(b, split_ws, smem, t % tiles_m, (t / tiles_m) % tiles_n,
                                                          t / tiles_mn, tiles_m, tiles_mn);
       __syncthreads();  // the tile's epilogue has read the shared memory the next tile's copies write
     }

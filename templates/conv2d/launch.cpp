@@ -2,6 +2,8 @@
 #include <algorithm>
 
 #include "templates/conv2d/conv2d_detail.hpp"
+#include "templates/elementwise/elementwise.hpp"
+#include "templates/elementwise/expression.hpp"
 
 namespace jitune::templates::conv2d {
 namespace {
@@ -17,6 +19,22 @@ std::int64_t vector_of(std::int64_t n) {
 
 namespace detail {
 
+KernelSource program(const ConvProblem& p, std::string name) {
+  std::string text = "#include \"conv2d/conv2d.cuh\"\n";
+  if (const elementwise::Expression* e = p.epilogue()) {
+    // The expression engine's functor over its inputs (acc and r in order of first appearance), wrapped in the
+    // (acc, r) shape the kernels call (conv2d.cuh's NoEpilogue).
+    text += elementwise::op_functor_source(*e);
+    text += "struct jitune_conv_epilogue {\n  static constexpr bool kActive = true, kResidual = ";
+    text += p.residual() ? "true" : "false";
+    text += ";\n  __device__ __forceinline__ float operator()(float acc, float r) const {\n    const float v[] = {";
+    for (std::size_t i = 0; i < e->inputs.size(); ++i) text += (i ? ", " : "") + e->inputs[i];
+    text += "};\n    (void)r;\n    return jitune_ew_op()(v);\n  }\n};\n";
+    name.insert(name.size() - 1, ", jitune_conv_epilogue");
+  }
+  return {std::move(text), std::move(name)};
+}
+
 KernelSource source(const ConvProblem& p, const Config& config) {
   if (config.at("algo") == 1) return igemm_source(p, config);
   if (config.at("algo") == 2) return tcd_source(p, config);
@@ -28,7 +46,7 @@ KernelSource source(const ConvProblem& p, const Config& config) {
                          config.at("double_buffer"), config.at("max_regs"), std::int64_t{s.bias ? 1 : 0}})
     name += ", " + std::to_string(v);
   name += ">";
-  return {"#include \"conv2d/conv2d.cuh\"\n", std::move(name)};
+  return program(p, std::move(name));
 }
 
 LaunchShape launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
@@ -83,15 +101,16 @@ TileGeometry tile_geometry(const ConvProblem& problem, const Config& config) {
 }
 
 void push_args(const ConvProblem& p, const Config& config, const void* x, const void* w, const void* bias,
-               void* y, void* workspace, KernelArgs& args) {
+               void* y, const void* residual, void* workspace, KernelArgs& args) {
   struct ArgsLayout {  // templates::conv2d::Args<T> in conv2d.cuh
     const void* x;
     const void* w;
     const void* bias;
     void* y;
+    const void* residual;
     std::int32_t n, h, w_, p, q, pad_h, pad_w, tiles_x;
   };
-  static_assert(sizeof(ArgsLayout) == 64);
+  static_assert(sizeof(ArgsLayout) == 72);
   const auto& s = p.shape();
   // tiles_x: output tiles along Q for the direct kernels; the implicit GEMM does not read it.
   const std::int64_t algo = config.at("algo");
@@ -100,6 +119,7 @@ void push_args(const ConvProblem& p, const Config& config, const void* x, const 
                      w,
                      bias,
                      y,
+                     residual,
                      static_cast<std::int32_t>(s.n),
                      static_cast<std::int32_t>(s.h),
                      static_cast<std::int32_t>(s.w),

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "templates/conv2d/conv2d_detail.hpp"
+#include "templates/elementwise/expression.hpp"
 
 namespace jitune::templates::conv2d {
 namespace {
@@ -21,7 +22,8 @@ std::int64_t parse_int(const std::map<std::string, std::string>& options, const 
   if (it == options.end()) {
     if (required)
       throw InvalidArgument("conv2d problem: missing '" + key +
-                            "' (options: dtype, n, c, h, w, k, r, s, stride, padding, dilation, bias)");
+                            "' (options: dtype, n, c, h, w, k, r, s, stride, padding, dilation, bias, layout, "
+                            "epilogue)");
     return fallback;
   }
   std::int64_t v = 0;
@@ -59,6 +61,7 @@ ConvProblem problem_of(const Conv2dParams& p, DType dtype, bool has_bias) {
   s.dilation_h = p.dilation[0], s.dilation_w = p.dilation[1];
   s.bias = has_bias;
   s.layout = p.layout;
+  s.epilogue = p.epilogue;
   return ConvProblem(dtype, s);
 }
 
@@ -70,7 +73,7 @@ std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& 
   static const char* const known[] = {"dtype", "n",     "c",        "h",          "w",          "k",
                                       "r",     "s",     "stride",   "stride_h",   "stride_w",   "padding",
                                       "pad_h", "pad_w", "dilation", "dilation_h", "dilation_w", "bias",
-                                      "layout"};
+                                      "layout", "epilogue"};
   for (const auto& option : options)  // no structured binding: clang 14 cannot capture one in the lambda
     if (const std::string& key = option.first;
         std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) ==
@@ -78,7 +81,7 @@ std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& 
       throw InvalidArgument(
           "conv2d problem: unknown option '" + key +
           "'; options are dtype, n, c, h, w, k, r, s, stride[_h|_w], padding / pad_h / pad_w, "
-          "dilation[_h|_w], bias, layout");
+          "dilation[_h|_w], bias, layout, epilogue");
   auto dt = options.find("dtype");
   if (dt == options.end())
     throw InvalidArgument("conv2d problem: missing 'dtype' (float32, float16 or bfloat16)");
@@ -105,6 +108,7 @@ std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& 
     else if (layout->second != "nchw")
       throw InvalidArgument("conv2d problem: layout '" + layout->second + "' is not nchw or nhwc (channels last)");
   }
+  if (auto epilogue = options.find("epilogue"); epilogue != options.end()) s.epilogue = epilogue->second;
   return std::make_unique<ConvProblem>(parse_dtype(dt->second), s);
 }
 
@@ -121,6 +125,7 @@ std::unique_ptr<Problem> problem_from_call(const CallArgs& args) {
   if (layout != 0 && layout != 1)
     throw InvalidArgument("conv2d: layout " + std::to_string(layout) + " is neither NCHW (0) nor NHWC (1)");
   params.layout = static_cast<ImageLayout>(layout);
+  params.epilogue = in.text();
   return std::make_unique<ConvProblem>(problem_of(params, dtype, bias));
 }
 
@@ -188,13 +193,36 @@ ConvProblem::ConvProblem(DType dtype, const Shape& s) : dtype_(dtype), shape_(s)
                     static_cast<double>(s.s)});
   if (largest > std::ldexp(1.0, 48))
     throw InvalidArgument("conv2d: a tensor of " + std::to_string(largest) + " elements exceeds 2^48");
+  if (!s.epilogue.empty()) {
+    try {
+      epilogue_ = elementwise::parse_expression_cached(s.epilogue);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string("conv2d epilogue: ") + e.what());
+    }
+    bool reads_acc = false;
+    for (const std::string& name : epilogue_->inputs) {
+      if (name == "acc") reads_acc = true;
+      else if (name == "r") residual_ = true;
+      else
+        throw InvalidArgument("conv2d epilogue '" + s.epilogue + "' reads '" + name +
+                              "'; an epilogue reads acc (the convolution plus bias) and r (the element of a residual "
+                              "tensor shaped like y) only: pass a bias with the bias argument, and write constants "
+                              "as numbers");
+    }
+    if (!reads_acc)
+      throw InvalidArgument("conv2d epilogue '" + s.epilogue +
+                            "' does not read acc, the convolution's value; write it over acc, e.g. 'y = max(acc, "
+                            "0.0f)'");
+    shape_.epilogue = epilogue_->canonical;
+  }
 }
 
 std::string ConvProblem::signature() const {
   const Shape& s = shape_;
   return "bias=" + std::to_string(s.bias ? 1 : 0) + ";c=" + std::to_string(s.c) +
          ";dilation_h=" + std::to_string(s.dilation_h) + ";dilation_w=" + std::to_string(s.dilation_w) +
-         ";dtype=" + std::string(dtype_name(dtype_)) + ";h=" + std::to_string(s.h) +
+         ";dtype=" + std::string(dtype_name(dtype_)) + (s.epilogue.empty() ? "" : ";epilogue=" + s.epilogue) +
+         ";h=" + std::to_string(s.h) +
          ";k=" + std::to_string(s.k) + ";layout=" + std::string(image_layout_name(s.layout)) +
          ";n=" + std::to_string(s.n) + ";pad_h=" + std::to_string(s.pad_h) +
          ";pad_w=" + std::to_string(s.pad_w) + ";r=" + std::to_string(s.r) + ";s=" + std::to_string(s.s) +
@@ -221,7 +249,7 @@ double ConvProblem::bytes_moved() const {
   const Shape& s = shape_;
   const double elems = static_cast<double>(s.n * s.c) * static_cast<double>(s.h * s.w) +
                        static_cast<double>(s.k * s.c) * static_cast<double>(s.r * s.s) +
-                       static_cast<double>(s.n * s.k) * static_cast<double>(p_ * q_) +
+                       static_cast<double>(s.n * s.k) * static_cast<double>(p_ * q_) * (residual_ ? 2.0 : 1.0) +
                        (s.bias ? double(s.k) : 0.0);
   return elems * static_cast<double>(dtype_size(dtype_));
 }

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "templates/conv2d/conv2d_detail.hpp"
+#include "templates/elementwise/expression.hpp"
 #include "templates/host_float.hpp"
 #include "templates/host_parallel.hpp"
 
@@ -45,7 +46,9 @@ Workload workload(const ConvProblem& p, std::uint64_t seed) {
   w.inputs.push_back(
       random_tensor(p.dtype(), static_cast<std::uint64_t>(s.k * s.c * s.r * s.s), seed * 3 + 2));
   if (s.bias) w.inputs.push_back(random_tensor(p.dtype(), static_cast<std::uint64_t>(s.k), seed * 3 + 3));
-  w.output_bytes = {static_cast<std::size_t>(s.n * s.k * p.p() * p.q()) * dtype_size(p.dtype())};
+  const auto outputs = static_cast<std::uint64_t>(s.n * s.k * p.p() * p.q());
+  if (p.residual()) w.inputs.push_back(random_tensor(p.dtype(), outputs, seed * 3 + 4));
+  w.output_bytes = {static_cast<std::size_t>(outputs) * dtype_size(p.dtype())};
   return w;
 }
 
@@ -64,6 +67,12 @@ std::vector<std::vector<std::byte>> reference(const ConvProblem& p, const Worklo
     wt = channels_first(wt, s.k, s.r, s.s, s.c);
   }
   const std::vector<float> bias = s.bias ? to_floats(work.inputs[2]) : std::vector<float>();
+  // The epilogue sees acc rounded to the dtype (what the kernels store before it) and the residual element at the
+  // same position of y's layout.
+  const std::unique_ptr<elementwise::Evaluator> epilogue =
+      p.epilogue() ? std::make_unique<elementwise::Evaluator>(*p.epilogue()) : nullptr;
+  const std::byte* residual = p.residual() ? work.inputs.back().data() : nullptr;
+  const std::vector<std::string> names = p.epilogue() ? p.epilogue()->inputs : std::vector<std::string>();
   const std::int64_t P = p.p(), Q = p.q();
   std::vector<std::byte> out(static_cast<std::size_t>(s.n * s.k * P * Q) * dtype_size(dt));
   parallel_for(
@@ -90,8 +99,14 @@ std::vector<std::vector<std::byte>> reference(const ConvProblem& p, const Worklo
                 }
               }
           for (std::int64_t i = 0; i < P * Q; ++i) {
-            const std::int64_t at = nhwc ? (n * P * Q + i) * s.k + k : (n * s.k + k) * P * Q + i;
-            store_element(dt, out.data(), static_cast<std::uint64_t>(at), acc[i]);
+            const auto at = static_cast<std::uint64_t>(nhwc ? (n * P * Q + i) * s.k + k : (n * s.k + k) * P * Q + i);
+            store_element(dt, out.data(), at, acc[i]);
+            if (epilogue) {
+              double v[2];
+              for (std::size_t j = 0; j < names.size(); ++j)
+                v[j] = names[j] == "acc" ? load_element(dt, out.data(), at) : load_element(dt, residual, at);
+              store_element(dt, out.data(), at, (*epilogue)(v));
+            }
           }
         }
       });

@@ -148,7 +148,7 @@ KernelSource tcd_source(const ConvProblem& p, const Config& config) {
                          std::int64_t{s.bias ? 1 : 0}})
     name += ", " + std::to_string(v);
   name += ">";
-  return {"#include \"conv2d/conv2d.cuh\"\n", std::move(name)};
+  return program(p, std::move(name));
 }
 
 LaunchShape tcd_launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device) {

@@ -62,10 +62,10 @@ __device__ __forceinline__ int tcd_column(int x) {
 // Tunables (host names in brackets): kRows [rows] x kCols [cols] output pixels and kNBlock [n_block] output
 // channels per block, kWarps [warps] warps, each computing kMTiles [m_tiles] 16-pixel groups at a time.
 // Problem constants: kNhwc (channels last: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K}; else x {N,C,H,W}, w {K,C,R,S},
-// y {N,K,P,Q}), kC, kK channels, kR x kS filter, strides, dilations; kBias adds bias[k].
+// y {N,K,P,Q}), kC, kK channels, kR x kS filter, strides, dilations; kBias adds bias[k]; Epi the call's epilogue.
 // Grid: x persistent blocks looping over the output tiles of every image (a.tiles_x along Q), y over K in kNBlock.
 template <class T, int kNhwc, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW,
-          int kRows, int kCols, int kNBlock, int kWarps, int kMTiles, int kBias>
+          int kRows, int kCols, int kNBlock, int kWarps, int kMTiles, int kBias, class Epi = NoEpilogue>
 __global__ void __launch_bounds__(32 * kWarps) conv2d_tcd(Args<T> a) {
   static_assert(sizeof(T) == 2, "tensor-core direct convolution takes float16 or bfloat16");
   using G = TcdGeometry<kNhwc, kC, kR, kS, kStrideH, kStrideW, kDilH, kDilW, kRows, kCols, kNBlock>;
@@ -284,11 +284,14 @@ __global__ void __launch_bounds__(32 * kWarps) conv2d_tcd(Args<T> a) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int p = (g0 + j) * 16 + lane / 4 + 8 * h;
-            const T v0 = from_float<T>(acc[j][nt][2 * h] + b0), v1 = from_float<T>(acc[j][nt][2 * h + 1] + b1);
+            T v0 = from_float<T>(acc[j][nt][2 * h] + b0), v1 = from_float<T>(acc[j][nt][2 * h + 1] + b1);
             if constexpr (kNhwc) {
               const int py = p / kCols, px = p - py * kCols, oy = oy0 + py, ox = ox0 + px;
               if (oy >= a.p || ox >= a.q || k0 + n >= kK) continue;
-              T* out = a.y + ((static_cast<long long>(img) * a.p + oy) * a.q + ox) * kK + k0 + n;
+              const long long at = ((static_cast<long long>(img) * a.p + oy) * a.q + ox) * kK + k0 + n;
+              T* out = a.y + at;
+              v0 = apply_epilogue<Epi>(v0, a.res + at);
+              if (k0 + n + 1 < kK) v1 = apply_epilogue<Epi>(v1, a.res + at + 1);
               if (kK % 2 == 0 && (reinterpret_cast<unsigned long long>(a.y) & 3) == 0) {
                 Pack<T, 2> pair;
                 pair.v[0] = v0;
@@ -302,9 +305,11 @@ __global__ void __launch_bounds__(32 * kWarps) conv2d_tcd(Args<T> a) {
               // Eight lanes store eight consecutive pixels of a channel row (a group never spans two rows).
               const int py = p / kCols, px = p - py * kCols, oy = oy0 + py, ox = ox0 + px;
               if (oy >= a.p || ox >= a.q) continue;
-              T* out = a.y + ((static_cast<long long>(img) * kK + k0 + n) * a.p + oy) * a.q + ox;
-              if (k0 + n < kK) out[0] = v0;
-              if (k0 + n + 1 < kK) out[static_cast<long long>(a.p) * a.q] = v1;
+              const long long at = ((static_cast<long long>(img) * kK + k0 + n) * a.p + oy) * a.q + ox;
+              const long long plane = static_cast<long long>(a.p) * a.q;
+              T* out = a.y + at;
+              if (k0 + n < kK) out[0] = apply_epilogue<Epi>(v0, a.res + at);
+              if (k0 + n + 1 < kK) out[plane] = apply_epilogue<Epi>(v1, a.res + at + plane);
             }
           }
         }

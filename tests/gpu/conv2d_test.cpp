@@ -30,6 +30,7 @@ Conv2dParams params_of(const templates::conv2d::ConvProblem::Shape& s) {
   p.padding = {s.pad_h, s.pad_w};
   p.dilation = {s.dilation_h, s.dilation_w};
   p.layout = s.layout;
+  p.epilogue = s.epilogue;
   return p;
 }
 
@@ -64,8 +65,8 @@ void check_conv(Runtime& rt, DType dtype, const templates::conv2d::ConvProblem::
   }
   Buffer out(w.output_bytes[0]);
   out.poison();
-  conv2d(rt, in[0]->at(off), in[1]->at(off), shape.bias ? in[2]->at(off) : nullptr, out.at(off),
-         params_of(shape), dtype);
+  conv2d(rt, in[0]->at(off), in[1]->at(off), shape.bias ? in[2]->at(off) : nullptr,
+         p.residual() ? in.back()->at(off) : nullptr, out.at(off), params_of(shape), dtype);
   JITUNE_CU_CHECK(cuCtxSynchronize());
   const auto got = out.download(w.output_bytes[0], off);
   const OutputCheck check = fam.output_check(p, 0);
@@ -335,6 +336,76 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch matc
     launched += configs.size();
   }
   CHECK(launched >= 8);
+}
+
+TEST_CASE("fused epilogues match the CPU reference on every algo and store path; a residual may be misaligned") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& fam = templates::conv2d::conv2d_family();
+  driver::StreamHandle stream;
+  const char* const epilogues[] = {"y = max(acc + r, 0.0f)", "y = acc > 0 ? acc : 0.1f * acc",
+                                   "out = acc * 0.5f - r"};
+  int e = 0;
+  for (const char* sig :
+       {"bias=1;c=24;dilation_h=1;dilation_w=2;dtype=float32;h=41;k=20;layout=nchw;n=2;pad_h=1;pad_w=2;r=3;"
+        "s=2;stride_h=2;stride_w=1;w=37",
+        "bias=0;c=48;dilation_h=1;dilation_w=1;dtype=float16;h=37;k=72;layout=nchw;n=1;pad_h=1;pad_w=1;r=3;"
+        "s=3;stride_h=1;stride_w=1;w=64",
+        "bias=1;c=37;dilation_h=2;dilation_w=1;dtype=bfloat16;h=29;k=70;layout=nchw;n=3;pad_h=2;pad_w=0;r=3;"
+        "s=2;stride_h=2;stride_w=1;w=33",
+        "bias=1;c=5;dilation_h=1;dilation_w=1;dtype=float16;h=40;k=37;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;"
+        "s=2;stride_h=1;stride_w=1;w=70",
+        "bias=1;c=64;dilation_h=1;dilation_w=2;dtype=bfloat16;h=23;k=40;layout=nhwc;n=2;pad_h=2;pad_w=1;r=3;"
+        "s=3;stride_h=2;stride_w=1;w=31",
+        "bias=1;c=16;dilation_h=1;dilation_w=1;dtype=float16;h=30;k=24;layout=nhwc;n=2;pad_h=1;pad_w=1;r=3;"
+        "s=3;stride_h=1;stride_w=1;w=26"}) {
+    for (int round = 0; round < 2; ++round, ++e) {
+      auto parsed = fam.parse_problem(sig);
+      const auto& base = static_cast<const templates::conv2d::ConvProblem&>(*parsed);
+      templates::conv2d::ConvProblem::Shape s = base.shape();
+      s.epilogue = epilogues[e % 3];
+      const templates::conv2d::ConvProblem p(base.dtype(), s);
+      // One config per store path the space has here (algo; mma; register / cp.async stages; repack; split-K).
+      std::vector<Config> all = fam.space().enumerate(), sample;
+      std::set<std::vector<std::int64_t>> paths;
+      for (std::size_t i = 0; i < all.size(); i += 7)
+        if (templates::conv2d::kernel_limits(p, all[i], rt.device()).empty()) {
+          const Config& c = all[i];
+          const std::int64_t a = c.at("algo");
+          if (paths.insert({a, a == 1 ? c.at("mma") : 0, a == 1 ? c.at("stages") > 0 : 0,
+                            a == 1 ? c.at("repack") : 0, a == 1 ? c.at("split_k") > 1 : 0})
+                  .second)
+            sample.push_back(c);
+        }
+      INFO(p.signature());
+      REQUIRE(sample.size() >= (p.dtype() == DType::kFloat32 ? 1u : 2u));  // float32: the direct kernel only
+      CHECK(launch_and_check(rt, p, sample, stream.get()) == sample.size());
+      check_conv(rt, p.dtype(), s, static_cast<std::size_t>(round), 400 + static_cast<std::uint64_t>(e));
+    }
+  }
+  // The residual alone misaligned: the epilogue reads it element by element where its vectors would not be.
+  templates::conv2d::ConvProblem::Shape s;
+  s.n = 2, s.c = 32, s.h = 20, s.w = 24, s.k = 64, s.r = 3, s.s = 3, s.pad_h = s.pad_w = 1, s.bias = true;
+  s.epilogue = "y = max(acc + r, 0.0f)";
+  const templates::conv2d::ConvProblem p(DType::kFloat16, s);
+  const Workload w = fam.workload(p, 5);
+  const auto expected = fam.reference(p, w)[0];
+  std::vector<std::unique_ptr<Buffer>> in;
+  for (const auto& host : w.inputs) {
+    in.push_back(std::make_unique<Buffer>(host.size()));
+    in.back()->upload(host, &host == &w.inputs.back() ? 2 : 0);
+  }
+  Buffer out(w.output_bytes[0]);
+  out.poison();
+  conv2d(rt, in[0]->at(0), in[1]->at(0), in[2]->at(0), in[3]->at(2), out.at(0), params_of(s), DType::kFloat16);
+  JITUNE_CU_CHECK(cuCtxSynchronize());
+  const OutputCheck check = fam.output_check(p, 0);
+  const CompareResult r = compare_host(check, out.download(w.output_bytes[0], 0).data(), expected.data(),
+                                       w.output_bytes[0] / 2);
+  CHECK_MESSAGE(r.ok(), r.describe(w.output_bytes[0] / 2, check));
+  // The residual left out while the epilogue reads r: a clear error.
+  CHECK_THROWS_WITH_AS(conv2d(rt, in[0]->at(0), in[1]->at(0), in[2]->at(0), out.at(0), params_of(s), DType::kFloat16),
+                       doctest::Contains("residual"), InvalidArgument);
 }
 
 TEST_CASE("the public cases' geometries are correct in float32 and float16") {

@@ -257,6 +257,8 @@ TEST_CASE("every entry point rejects a NULL handle or pointer, naming it") {
       {"jitune_dot", [&] { return jitune_dot(nullptr, p, p, 1, p, JITUNE_FLOAT32, nullptr); }},
       {"jitune_conv2d",
        [&] { return jitune_conv2d(nullptr, p, p, nullptr, p, &conv, JITUNE_FLOAT32, nullptr); }},
+      {"jitune_conv2d_fused",
+       [&] { return jitune_conv2d_fused(nullptr, p, p, nullptr, p, p, &conv, JITUNE_FLOAT32, nullptr); }},
       {"jitune_reduce_rows",
        [&] { return jitune_reduce_rows(nullptr, p, p, 1, 1, JITUNE_REDUCE_SUM, JITUNE_FLOAT32, nullptr); }},
       {"jitune_call",
@@ -454,6 +456,19 @@ TEST_CASE("each op's signature matches the C++ *_signature, per op and through j
       jitune::conv2d_call_args(args, p, DType::kFloat32, bias != 0);
       CHECK(call_signature_of("conv2d", args) == cpp);
     }
+    // An epilogue is part of the signature, the same through the C struct and the C++ call.
+    p.epilogue = "y = max(acc + r, 0.0f)";
+    jitune_conv2d_params fused = c;
+    fused.epilogue = "y=max(acc+r,0.0f)";
+    const std::string cpp_fused = jitune::conv2d_signature(p, DType::kFloat32, true);
+    CHECK(cpp_fused.find(";epilogue=y = max ( acc + r , 0.0f );") != std::string::npos);
+    CHECK(text_of([&](char* o, size_t s, size_t* r) { return jitune_conv2d_signature(&fused, JITUNE_FLOAT32, 1, o, s, r); }) ==
+          cpp_fused);
+    fused.epilogue = "y = acc + b";
+    char small[8];
+    size_t needed = 0;
+    CHECK(jitune_conv2d_signature(&fused, JITUNE_FLOAT32, 1, small, sizeof small, &needed) == JITUNE_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(jitune_last_error()).find("reads 'b'") != std::string::npos);
     std::int64_t out[4] = {};
     REQUIRE(jitune_conv2d_output_shape(&c, out) == JITUNE_OK);
     const auto cpp_shape = jitune::conv2d_output_shape(p);

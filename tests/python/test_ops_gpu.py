@@ -210,6 +210,20 @@ def test_conv2d(torch, F, dtype, geometry, bias):
     assert_close(torch, y, want, dtype, scale=scale)
 
 
+def test_conv2d_epilogue_with_a_residual(torch, F):
+    """The framework-neutral op: epilogue and residual in one call, the residual checked against the output."""
+    x, w, b = (torch.randn(*s, device="cuda", dtype=torch.float16) for s in ((2, 8, 12, 13), (16, 8, 3, 3), (16,)))
+    r = torch.randn(2, 16, 12, 13, device="cuda", dtype=torch.float16)
+    conv = F.conv2d(x.double(), w.double(), b.double(), padding=1).half()
+    y = jitune.conv2d(x, w, b, padding=1, epilogue="y = max(acc + r, 0.0f)", residual=r)
+    scale = F.conv2d(x.double().abs(), w.double().abs(), None, padding=1).max().item()
+    torch.testing.assert_close(y.float(), torch.relu(conv.float() + r.float()), rtol=0, atol=4e-3 * scale)
+    with pytest.raises(jitune.InvalidArgumentError, match="residual has shape"):
+        jitune.conv2d(x, w, b, padding=1, epilogue="y = acc + r", residual=torch.zeros(2, 8, 12, 13, device="cuda", dtype=torch.float16))
+    with pytest.raises(jitune.InvalidArgumentError, match="epilogue is int"):
+        jitune.conv2d(x, w, b, padding=1, epilogue=3)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_conv2d_nhwc(torch, F, dtype):
     """layout="nhwc": arrays stored (N, H, W, C), (K, R, S, C), result (N, P, Q, K); a bad layout is a clear error."""

@@ -171,6 +171,41 @@ def test_conv2d_channels_last(dtype, channels):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_conv2d_fused_epilogue_is_one_call_of_the_chain(dtype, channels_last):
+    """relu(conv2d(x, w, b) + r) in one kernel, against PyTorch's chain on the same tensors (the convolution's
+    output rounded to the dtype, then the expression in float and one rounding, as the unfused ops do); a
+    misaligned residual view; no derivative; under torch.compile too."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = rand(2, 16, 19, 23, dtype=dtype).contiguous(memory_format=fmt)
+    w = rand(32, 16, 3, 3, dtype=dtype) * 0.1
+    b = rand(32, dtype=dtype)
+    conv = F.conv2d(x.double(), w.double(), b.double(), padding=1).to(dtype)
+    storage = rand(conv.numel() + 1, dtype=dtype)
+    r = storage[1:].view(conv.shape).contiguous(memory_format=fmt) if channels_last else storage[1:].view(conv.shape)
+    want = torch.relu(conv.float() + r.float()).to(dtype)
+    scale = F.conv2d(x.double().abs(), w.double().abs(), b.double().abs(), padding=1).max().item()
+    tol = TOL[dtype][0] * 4 * scale  # one unit of the convolution's rounding, which the residual does not cancel
+    y = jt.conv2d(x, w, b, padding=1, epilogue="y = max(acc + r, 0.0f)", residual=r)
+    assert y.shape == want.shape and y.dtype == dtype
+    torch.testing.assert_close(y.float(), want.float(), rtol=0, atol=tol)
+    assert (y == 0).float().mean().item() > 0.2  # the relu clamps a good share
+    relu = jt.conv2d(x, w, b, padding=1, epilogue="y = max(acc, 0.0f)")
+    torch.testing.assert_close(relu.float(), torch.relu(conv.float()), rtol=0, atol=tol)
+    compiled = torch.compile(lambda a, c, d: jt.conv2d(a, c, b, padding=1, epilogue="y = max(acc + r, 0.0f)",
+                                                        residual=d), fullgraph=True)
+    torch.testing.assert_close(compiled(x, w, r).float(), want.float(), rtol=0, atol=tol)
+    with pytest.raises(Exception, match="residual"):
+        jt.conv2d(x, w, b, padding=1, epilogue="y = max(acc + r, 0.0f)")
+    with pytest.raises(Exception, match="reads 'q'"):
+        jt.conv2d(x, w, b, padding=1, epilogue="y = acc + q")
+    xg = x.detach().clone().requires_grad_()
+    out = jt.conv2d(xg, w, b, padding=1, epilogue="y = max(acc, 0.0f)")
+    with pytest.raises(RuntimeError, match="no derivative"):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape", [(1, 1), (7, 4097), (3, 5, 33), (70000,)])
 def test_sum_and_amax_rows_and_gradients(dtype, shape):
     x = rand(*shape, dtype=dtype).requires_grad_()
@@ -211,6 +246,8 @@ def opcheck_cases():
         ("conv2d", (rand(1, 2, 8, 9).requires_grad_(), rand(3, 2, 3, 3).requires_grad_(), rand(3), [1, 1],
                     [1, 1], [1, 1])),
         ("conv2d", (rand(1, 2, 8, 9), rand(3, 2, 3, 3), None, [2, 1], [0, 1], [1, 2])),
+        ("conv2d_fused", (rand(1, 2, 8, 9), rand(3, 2, 3, 3), rand(3), [1, 1], [1, 1], [1, 1], "y = max(acc + r, 0.0f)",
+                          rand(1, 3, 8, 9))),
         ("reduce_rows", (rand(5, 300).requires_grad_(), "sum")),
         ("reduce_rows", (rand(5, 300).requires_grad_(), "max")),
     ]

@@ -9,7 +9,7 @@ import jitune  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 OPS = ("elementwise", "permute", "upsample_nearest2d", "upsample_nearest2d_backward", "index_add", "index_add_",
-       "scatter_add", "scatter_add_", "dot", "conv2d", "reduce_rows")
+       "scatter_add", "scatter_add_", "dot", "conv2d", "conv2d_fused", "reduce_rows")
 
 
 def test_every_op_is_registered_with_fake_and_autograd_kernels():
@@ -50,6 +50,12 @@ def test_fake_shapes_follow_the_ops(fake):
         image, weight = torch.empty(2, 3, 5, 7, device="meta"), torch.empty(4, 3, 3, 2, device="meta")
         want = torch.nn.functional.conv2d(image, weight, **geometry).shape
         assert jt.conv2d(x, w, cuda(4, dtype=torch.float16), **geometry).shape == want
+    fused = jt.conv2d(x, w, epilogue="y = max(acc + r, 0.0f)", residual=cuda(2, 4, 3, 6, dtype=torch.float16))
+    assert fused.shape == (2, 4, 3, 6) and fused.dtype == torch.float16
+    with pytest.raises(jitune.InvalidArgumentError, match="residual has shape"):
+        jt.conv2d(x, w, epilogue="y = acc + r", residual=cuda(2, 4, 3, 5, dtype=torch.float16))
+    with pytest.raises(jitune.InvalidArgumentError, match="without an epilogue"):
+        jt.conv2d(x, w, residual=cuda(2, 4, 3, 6, dtype=torch.float16))
     assert jt.sum_rows(x).shape == (2, 3, 5) and jt.amax_rows(cuda(9)).shape == ()
     assert jt.dot(cuda(8), cuda(8)).shape == ()
     dst, src = cuda(10, 4), cuda(6, 4)
