@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
-#include <numeric>
+#include <map>
 
 #include <jitune/error.hpp>
 
@@ -91,24 +91,60 @@ double estimated_cost(const Family& family, const Problem& problem) {
          (1.0 + problem.bytes_moved() / (64.0 * 1024 * 1024));
 }
 
+std::string compile_affinity(const Family& family, const Problem& problem) {
+  try {
+    const KernelSource k = family.source(problem, family.heuristic(problem, nominal_device(90)));
+    return std::string(family.name()) + "|" + std::to_string(hash64(k.program)) + "|" + k.name_expression;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 std::vector<int> assign_shards(const std::vector<WorkItem>& items, int count) {
   if (count < 1) throw InvalidArgument("assign_shards: the shard count must be at least 1");
-  std::vector<std::size_t> order(items.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::vector<std::uint64_t> hashes(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) hashes[i] = hash64(items[i].family + "|" + items[i].signature);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    if (items[a].cost != items[b].cost) return items[a].cost > items[b].cost;
-    if (hashes[a] != hashes[b]) return hashes[a] < hashes[b];
-    if (items[a].family != items[b].family) return items[a].family < items[b].family;
-    return items[a].signature < items[b].signature;
+  // Units: the items of one affinity, or single items.
+  struct Unit {
+    std::vector<std::size_t> items;
+    double cost = 0;
+    std::uint64_t hash = 0;
+    std::string text;  // the last tie-break: the members' family|signature, sorted
+  };
+  double total = 0;
+  for (const WorkItem& item : items) total += item.cost;
+  const double split_above = total / count / 2;
+  std::map<std::string, std::vector<std::size_t>> by_affinity;
+  std::vector<Unit> units;
+  auto single = [&](std::size_t i) {
+    const std::string text = items[i].family + "|" + items[i].signature;
+    units.push_back({{i}, items[i].cost, hash64(text), text});
+  };
+  for (std::size_t i = 0; i < items.size(); ++i)
+    if (items[i].affinity.empty()) single(i);
+    else by_affinity[items[i].affinity].push_back(i);
+  for (const auto& [affinity, members] : by_affinity) {
+    double cost = 0;
+    std::vector<std::string> texts;
+    for (std::size_t i : members) cost += items[i].cost, texts.push_back(items[i].family + "|" + items[i].signature);
+    if (members.size() > 1 && cost > split_above) {
+      for (std::size_t i : members) single(i);
+      continue;
+    }
+    std::sort(texts.begin(), texts.end());
+    std::string text;
+    for (const std::string& t : texts) text += t + "\n";
+    units.push_back({members, cost, hash64(text), text});
+  }
+  std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) {
+    if (a.cost != b.cost) return a.cost > b.cost;
+    if (a.hash != b.hash) return a.hash < b.hash;
+    return a.text < b.text;
   });
   std::vector<double> load(static_cast<std::size_t>(count), 0.0);
   std::vector<int> shard(items.size(), 0);
-  for (std::size_t i : order) {
+  for (const Unit& unit : units) {
     const auto lightest = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-    shard[i] = static_cast<int>(lightest);
-    load[lightest] += items[i].cost;
+    for (std::size_t i : unit.items) shard[i] = static_cast<int>(lightest);
+    load[lightest] += unit.cost;
   }
   return shard;
 }

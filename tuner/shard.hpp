@@ -36,6 +36,9 @@ struct WorkItem {
   std::string name;       ///< The suite case's name (the signature for a problem given by options).
   std::string signature;
   double cost = 1;        ///< Estimated tuning cost (estimated_cost), in arbitrary units.
+  /// Items with the same non-empty affinity compile the same kernels (compile_affinity): kept on one shard, so a
+  /// kernel is compiled once rather than once per shard. Empty: none shared.
+  std::string affinity;
 };
 
 /// A device-independent estimate of what tuning `problem` costs: its legal configs on a nominal sm_90 device (the
@@ -43,9 +46,17 @@ struct WorkItem {
 /// candidate's timing takes longer on a large problem: 1 + bytes / 64 MiB).
 double estimated_cost(const Family& family, const Problem& problem);
 
-/// The shard of each item (same order as `items`): items sorted by cost (largest first, ties by a stable hash of
-/// family and signature, then by the text), each given to the least-loaded shard so far (ties: the lowest index).
-/// Deterministic in the set of items; balanced to within one item's cost.
+/// What decides which kernels tuning `problem` compiles: its family and the program and name expression of its
+/// default config on a nominal sm_90 device (the problem's compile-time constants; two problems with the same text
+/// compile the same kernel for every config, e.g. one expression at two sizes). Empty where the default is not
+/// known on that device.
+std::string compile_affinity(const Family& family, const Problem& problem);
+
+/// The shard of each item (same order as `items`). Items of one affinity form a unit unless the unit's cost exceeds
+/// half of a shard's fair share (total / count), whose items then go one by one (balance before compile reuse).
+/// Units sorted by cost (largest first, ties by a stable hash of family and signatures, then by the text), each
+/// given to the least-loaded shard so far (ties: the lowest index). Deterministic in the set of items; balanced to
+/// within one unit's cost.
 std::vector<int> assign_shards(const std::vector<WorkItem>& items, int count);
 
 }  // namespace jitune::tuner

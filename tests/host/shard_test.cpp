@@ -126,6 +126,53 @@ TEST_CASE("shards cover every item exactly once, in any listing order, balanced 
   CHECK_THROWS_AS(assign_shards(flat, 0), InvalidArgument);
 }
 
+TEST_CASE("items that compile the same kernels stay on one shard unless that unbalances the shards") {
+  // 60 items, 20 affinities of 3 (and 10 items with none): every affinity on one shard, in any listing order.
+  std::vector<WorkItem> items = random_items(70, 17);
+  for (std::size_t i = 0; i < 60; ++i) items[i].affinity = "k" + std::to_string(i % 20);
+  for (int count : {2, 3, 8}) {
+    const std::vector<int> shard = assign_shards(items, count);
+    std::map<std::string, std::set<int>> on;
+    double total = 0, largest_unit = 0;
+    std::map<std::string, double> unit;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      total += items[i].cost;
+      if (!items[i].affinity.empty()) on[items[i].affinity].insert(shard[i]), unit[items[i].affinity] += items[i].cost;
+      else largest_unit = std::max(largest_unit, items[i].cost);
+    }
+    for (const auto& [affinity, cost] : unit) {
+      INFO(affinity, " ", cost, " of ", total, " over ", count);
+      if (cost <= total / count / 2) CHECK(on[affinity].size() == 1);  // kept together
+      if (on[affinity].size() == 1) largest_unit = std::max(largest_unit, cost);
+    }
+    for (const WorkItem& item : items)  // a split affinity's items went one by one
+      if (!item.affinity.empty() && on[item.affinity].size() > 1) largest_unit = std::max(largest_unit, item.cost);
+    std::vector<double> load(static_cast<std::size_t>(count), 0.0);
+    for (std::size_t i = 0; i < items.size(); ++i) load[static_cast<std::size_t>(shard[i])] += items[i].cost;
+    CHECK(*std::max_element(load.begin(), load.end()) - *std::min_element(load.begin(), load.end()) <=
+          largest_unit + 1e-9);
+    std::vector<WorkItem> reversed(items.rbegin(), items.rend());
+    const std::vector<int> again = assign_shards(reversed, count);
+    for (std::size_t k = 0; k < items.size(); ++k) CHECK(again[k] == shard[items.size() - 1 - k]);
+  }
+  // One affinity holding most of the cost is split (balance first): both shards get some of it.
+  std::vector<WorkItem> heavy = random_items(12, 3);
+  for (std::size_t i = 0; i < 10; ++i) heavy[i].affinity = "big", heavy[i].cost = 100;
+  heavy[10].cost = heavy[11].cost = 1;
+  const std::vector<int> split = assign_shards(heavy, 2);
+  std::set<int> used(split.begin(), split.begin() + 10);
+  CHECK(used.size() == 2);
+  // The affinity of real problems: one expression at two sizes shares it; another expression or dtype does not.
+  const Family& f = family("elementwise");
+  auto affinity = [&](const char* expr, const char* dtype, const char* n) {
+    return tuner::compile_affinity(f, *f.make_problem({{"expr", expr}, {"dtype", dtype}, {"n", n}}));
+  };
+  CHECK(!affinity("z = x * y", "float32", "1048576").empty());
+  CHECK(affinity("z = x * y", "float32", "1048576") == affinity("z = x * y", "float32", "134217728"));
+  CHECK(affinity("z = x * y", "float32", "1048576") != affinity("z = x * y", "float16", "1048576"));
+  CHECK(affinity("z = x * y", "float32", "1048576") != affinity("z = x + y", "float32", "1048576"));
+}
+
 TEST_CASE("the cost estimate: legal configs on a nominal sm_90, weighted by the bytes moved") {
   const Family& f = family("elementwise");
   const auto small = f.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", "1048576"}});

@@ -386,7 +386,8 @@ std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const auto problem = jobs[i].first->parse_problem(jobs[i].second);
     items.push_back({std::string(jobs[i].first->name()), names[i], jobs[i].second,
-                     tuner::estimated_cost(*jobs[i].first, *problem)});
+                     tuner::estimated_cost(*jobs[i].first, *problem),
+                     tuner::compile_affinity(*jobs[i].first, *problem)});
   }
   const std::vector<int> assigned = tuner::assign_shards(items, shard.count);
   std::vector<TuneJob> kept_jobs;
@@ -400,7 +401,7 @@ std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::
     kept_jobs.push_back(jobs[i]);
     kept_names.push_back(names[i]);
     listed.push_back({{"family", items[i].family}, {"name", items[i].name}, {"signature", items[i].signature},
-                      {"cost", items[i].cost}});
+                      {"cost", items[i].cost}, {"affinity", hex64(hash64(items[i].affinity))}});
   }
   jobs = std::move(kept_jobs);
   names = std::move(kept_names);
