@@ -54,17 +54,39 @@ UpsampleNearest2d upsample_arg(const jitune_upsample_nearest2d_shape* in, const 
   return s;
 }
 
-Conv2dParams conv2d_arg(const jitune_conv2d_params* in, const char* fn) {
+// A C call's shapes, and its epilogue as a view of the caller's text (alive for the call): a warm call copies no
+// string (Conv2dParams' epilogue stays empty; the call's text is set from the view).
+struct Conv2dCall {
+  Conv2dParams params;
+  std::string_view epilogue;
+
+  CallArgs args(DType dtype, bool has_bias) const {
+    CallArgs a;
+    conv2d_call_args(a, params, dtype, has_bias);
+    a.text(epilogue);
+    return a;
+  }
+};
+
+Conv2dCall conv2d_arg(const jitune_conv2d_params* in, const char* fn) {
   const jitune_conv2d_params c = read_struct(in, kConv2dV0, fn, "params");
-  Conv2dParams p;
+  Conv2dCall call;
+  Conv2dParams& p = call.params;
   std::copy_n(c.input, 4, p.input.begin());
   std::copy_n(c.weight, 4, p.weight.begin());
   std::copy_n(c.stride, 2, p.stride.begin());
   std::copy_n(c.padding, 2, p.padding.begin());
   std::copy_n(c.dilation, 2, p.dilation.begin());
   p.layout = static_cast<ImageLayout>(enum_arg(c.layout, 2, "jitune_image_layout", fn, "params->layout"));
-  if (c.epilogue) p.epilogue = c.epilogue;
-  return p;
+  if (c.epilogue) call.epilogue = c.epilogue;
+  return call;
+}
+
+void conv2d_c(Runtime& rt, const Conv2dCall& c, const void* x, const void* w, const void* bias, const void* residual,
+              void* y, DType dtype, Stream stream) {
+  const CallArgs args = c.args(dtype, bias != nullptr);
+  const void* buffers[] = {x, w, bias, y, residual};
+  call(rt, "conv2d", args, buffers, stream);
 }
 
 ReduceOp reduce_op_arg(int op, const char* fn) {
@@ -224,8 +246,8 @@ JITUNE_API jitune_status jitune_conv2d(jitune_runtime* runtime, const void* x, c
                                        const void* bias, void* y, const jitune_conv2d_params* params,
                                        jitune_dtype dtype, void* stream) {
   return guarded("jitune_conv2d", [&](const char* fn) {
-    Runtime& rt = runtime_arg(runtime, fn);
-    conv2d(rt, x, w, bias, y, conv2d_arg(params, fn), dtype_arg(dtype, fn, "dtype"), stream_arg(stream));
+    conv2d_c(runtime_arg(runtime, fn), conv2d_arg(params, fn), x, w, bias, nullptr, y, dtype_arg(dtype, fn, "dtype"),
+             stream_arg(stream));
   });
 }
 
@@ -234,8 +256,8 @@ JITUNE_API jitune_status jitune_conv2d_fused(jitune_runtime* runtime, const void
                                              const jitune_conv2d_params* params, jitune_dtype dtype,
                                              void* stream) {
   return guarded("jitune_conv2d_fused", [&](const char* fn) {
-    Runtime& rt = runtime_arg(runtime, fn);
-    conv2d(rt, x, w, bias, residual, y, conv2d_arg(params, fn), dtype_arg(dtype, fn, "dtype"), stream_arg(stream));
+    conv2d_c(runtime_arg(runtime, fn), conv2d_arg(params, fn), x, w, bias, residual, y,
+             dtype_arg(dtype, fn, "dtype"), stream_arg(stream));
   });
 }
 
@@ -243,7 +265,7 @@ JITUNE_API jitune_status jitune_conv2d_output_shape(const jitune_conv2d_params* 
                                                     int64_t* output_shape) {
   return guarded("jitune_conv2d_output_shape", [&](const char* fn) {
     require(output_shape, fn, "output_shape");
-    const std::array<std::int64_t, 4> shape = conv2d_output_shape(conv2d_arg(params, fn));
+    const std::array<std::int64_t, 4> shape = conv2d_output_shape(conv2d_arg(params, fn).params);
     std::copy(shape.begin(), shape.end(), output_shape);
   });
 }
@@ -251,8 +273,8 @@ JITUNE_API jitune_status jitune_conv2d_output_shape(const jitune_conv2d_params* 
 JITUNE_API jitune_status jitune_conv2d_signature(const jitune_conv2d_params* params, jitune_dtype dtype,
                                                  int has_bias, char* out, size_t out_size, size_t* required) {
   return guarded("jitune_conv2d_signature", [&](const char* fn) {
-    write_text(conv2d_signature(conv2d_arg(params, fn), dtype_arg(dtype, fn, "dtype"), has_bias != 0), out,
-               out_size, required, fn);
+    write_text(call_signature("conv2d", conv2d_arg(params, fn).args(dtype_arg(dtype, fn, "dtype"), has_bias != 0)),
+               out, out_size, required, fn);
   });
 }
 

@@ -343,12 +343,12 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
   const std::size_t n = site.specs.size();
   // Trailing optional buffers this problem does not use may be left out (a conv2d call written before its
   // residual buffer existed): they are passed on as null.
-  std::array<const void*, kMaxBuffers> padded{};
+  std::array<const void*, kMaxBuffers> padded;  // filled only on that path: the warm path pays nothing for it
   if (buffers.size() < n) {
     bool absent = true;
     for (std::size_t i = buffers.size(); i < n; ++i) absent = absent && site.specs[i].optional && site.extent[i] == 0;
     if (absent) {
-      std::copy(buffers.begin(), buffers.end(), padded.begin());
+      std::fill(std::copy(buffers.begin(), buffers.end(), padded.begin()), padded.begin() + n, nullptr);
       buffers = std::span<const void* const>(padded.data(), n);
     }
   }

@@ -35,8 +35,11 @@ Config heuristic(const ConvProblem& p, const DeviceInfo& device);
 std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 
 // launch.cpp
-/// The program of a kernel's name expression: conv2d.cuh and, with an epilogue, its functor
-/// (jitune_conv_epilogue, from the elementwise expression engine) as the kernel's last template argument.
+/// The epilogue's functor, `struct jitune_conv_epilogue` (conv2d.cuh's NoEpilogue shape) over the elementwise
+/// expression engine's functor of p.epilogue(); empty without an epilogue.
+std::string epilogue_source(const ConvProblem& p);
+/// The program of a kernel's name expression: conv2d.cuh and, with an epilogue, epilogue_source as the kernel's
+/// last template argument.
 KernelSource program(const ConvProblem& p, std::string name);
 /// The kernel's name expression (Family::source).
 KernelSource source(const ConvProblem& p, const Config& config);

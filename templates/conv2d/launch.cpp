@@ -19,20 +19,23 @@ std::int64_t vector_of(std::int64_t n) {
 
 namespace detail {
 
+std::string epilogue_source(const ConvProblem& p) {
+  const elementwise::Expression* e = p.epilogue();
+  if (!e) return {};
+  // The expression engine's functor over its inputs (acc and r in order of first appearance), wrapped in the
+  // (acc, r) shape the kernels call (conv2d.cuh's NoEpilogue).
+  std::string text = elementwise::op_functor_source(*e);
+  text += "struct jitune_conv_epilogue {\n  static constexpr bool kActive = true, kResidual = ";
+  text += p.residual() ? "true" : "false";
+  text += ";\n  __device__ __forceinline__ float operator()(float acc, float r) const {\n    const float v[] = {";
+  for (std::size_t i = 0; i < e->inputs.size(); ++i) text += (i ? ", " : "") + e->inputs[i];
+  text += "};\n    (void)r;\n    return jitune_ew_op()(v);\n  }\n};\n";
+  return text;
+}
+
 KernelSource program(const ConvProblem& p, std::string name) {
-  std::string text = "#include \"conv2d/conv2d.cuh\"\n";
-  if (const elementwise::Expression* e = p.epilogue()) {
-    // The expression engine's functor over its inputs (acc and r in order of first appearance), wrapped in the
-    // (acc, r) shape the kernels call (conv2d.cuh's NoEpilogue).
-    text += elementwise::op_functor_source(*e);
-    text += "struct jitune_conv_epilogue {\n  static constexpr bool kActive = true, kResidual = ";
-    text += p.residual() ? "true" : "false";
-    text += ";\n  __device__ __forceinline__ float operator()(float acc, float r) const {\n    const float v[] = {";
-    for (std::size_t i = 0; i < e->inputs.size(); ++i) text += (i ? ", " : "") + e->inputs[i];
-    text += "};\n    (void)r;\n    return jitune_ew_op()(v);\n  }\n};\n";
-    name.insert(name.size() - 1, ", jitune_conv_epilogue");
-  }
-  return {std::move(text), std::move(name)};
+  if (p.epilogue()) name.insert(name.size() - 1, ", jitune_conv_epilogue");
+  return {"#include \"conv2d/conv2d.cuh\"\n" + epilogue_source(p), std::move(name)};
 }
 
 KernelSource source(const ConvProblem& p, const Config& config) {
