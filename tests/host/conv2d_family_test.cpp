@@ -889,16 +889,23 @@ TEST_CASE("fused epilogue: problem, signature, buffers, errors, reference, and N
   }
   SUBCASE("the program carries the functor and the kernel takes it as its last template argument") {
     auto p = problem(with("y = max(acc + r, 0.0f)"));
+    auto plain = problem(base);
     const DeviceInfo dev = nominal_device(90);
     Compiler compiler;
-    for (Config c : {with_fronts(Config{{"algo", 0}, {"k_block", 4}, {"c_stage", 4}, {"block_w", 16}, {"block_h", 8}}),
-                     fam().heuristic(*p, dev)}) {
-      c = templates::conv2d::detail::complete_config(c);
-      if (!fam().check(*p, c, dev).empty()) continue;
+    std::set<std::int64_t> seen_algos;
+    for (const Config& c : covering_sample(as_conv(*p), dev, 0)) {  // every algo's source function
       const KernelSource src = fam().source(*p, c);
       CHECK(src.name_expression.ends_with(", jitune_conv_epilogue>"));
       CHECK(src.program.find("kResidual = true") != std::string::npos);
+      const KernelSource without = fam().source(*plain, c);  // no epilogue: the kernel as before
+      CHECK(without.program.find("jitune_conv_epilogue") == std::string::npos);
+      CHECK(src.name_expression == without.name_expression.substr(0, without.name_expression.size() - 1) +
+                                       ", jitune_conv_epilogue>");
+      seen_algos.insert(c.at("algo"));
     }
+    CHECK(seen_algos == std::set<std::int64_t>{0, 1, 2});
+    CHECK(fam().source(*problem(with("y = max(acc, 0.0f)")), fam().heuristic(*p, dev)).program.find(
+              "kResidual = false") != std::string::npos);
     // Every algo with an epilogue compiles for sm_80 and sm_90: covering samples of both layouts.
     for (int cc : {80, 90})
       for (const char* layout : {"nchw", "nhwc"}) {
