@@ -66,7 +66,8 @@ class ConvFamily final : public Family {
             {"stages",
              {0, 2, 3, 4, 6, 8},
              "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-8: a cp.async pipeline "
-             "of that many shared buffers (channels last or repack 1, C a multiple of 8)",
+             "of that many shared buffers (C a multiple of 8: channels last, repack 1, or an NCHW 1x1 convolution "
+             "of stride 1 without padding on wgmma, its pixels copied in runs)",
              "algo",
              1},
             {"repack",
@@ -245,13 +246,14 @@ class ConvFamily final : public Family {
                                     {1, 16, 512, 512, 16, 3, 1, 0},
                                     {32, 4, 128, 128, 8, 5, 1, 0},
                                     {1, 64, 56, 56, 64, 3, 1, 0}};
-    // Issue 18, float16 on tensor cores: ResNet-50 body layers (3x3 at batch 1 and 32, the strided 3x3, a 1x1
-    // reduction) and a UNet 3x3, then three of them channels last.
+    // Issue 18, float16 on tensor cores: ResNet-50 body layers (3x3 at batch 1 and 32, the strided 3x3, 1x1
+    // reductions and an expansion) and a UNet 3x3, then three of them channels last.
     static constexpr Row networks[] = {{1, 64, 56, 56, 64, 3, 1, 1},    {32, 64, 56, 56, 64, 3, 1, 1},
                                        {32, 128, 28, 28, 128, 3, 1, 1}, {32, 256, 14, 14, 256, 3, 1, 1},
                                        {32, 512, 7, 7, 512, 3, 1, 1},   {1, 256, 14, 14, 256, 3, 1, 1},
                                        {32, 256, 56, 56, 64, 1, 1, 0},  {32, 128, 56, 56, 128, 3, 2, 1},
                                        {1, 320, 64, 64, 320, 3, 1, 1},
+                                       {32, 64, 56, 56, 256, 1, 1, 0},  {32, 1024, 14, 14, 256, 1, 1, 0},
                                        // Channels last (torch.channels_last models, AMP).
                                        {32, 64, 56, 56, 64, 3, 1, 1, true},  {32, 256, 14, 14, 256, 3, 1, 1, true},
                                        {1, 320, 64, 64, 320, 3, 1, 1, true}};

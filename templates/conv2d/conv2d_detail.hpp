@@ -63,6 +63,9 @@ struct IgemmGeometry {
   std::int64_t k_tiles = 0, per_split = 0;  ///< Stages of tile_k over C * R * S; stages per split_k block.
 };
 IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& config);
+/// Why an NCHW x cannot feed the cp.async pipeline in place (its A operand as runs of consecutive pixels of one
+/// channel: a 1x1 filter, stride 1, no padding, H * W even), empty if it can.
+std::string pixel_runs_check(const ConvProblem& p);
 /// What the implicit-GEMM kernel cannot run (dtype, architecture, 32-bit indexing, warp tiles, threads,
 /// registers, shared memory, tiles mostly idle), empty if it can.
 std::string igemm_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);

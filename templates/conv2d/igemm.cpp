@@ -21,6 +21,19 @@ std::int64_t heuristic_split(const ConvProblem& p, std::int64_t tm, std::int64_t
 
 }  // namespace
 
+std::string pixel_runs_check(const ConvProblem& p) {
+  const auto& s = p.shape();
+  if (s.r != 1 || s.s != 1 || s.stride_h != 1 || s.stride_w != 1 || s.pad_h != 0 || s.pad_w != 0)
+    return "it needs a 1x1 filter, stride 1 and no padding (an output pixel's input is the same pixel; this "
+           "problem has a " + std::to_string(s.r) + "x" + std::to_string(s.s) + " filter, stride " +
+           std::to_string(s.stride_h) + "x" + std::to_string(s.stride_w) + ", padding " + std::to_string(s.pad_h) +
+           "x" + std::to_string(s.pad_w) + ")";
+  if ((s.h * s.w) % 2 != 0)
+    return "it copies at least 2 pixels (4 bytes) at a time within one image: H * W = " +
+           std::to_string(s.h * s.w) + " is odd";
+  return {};
+}
+
 Config complete_config(Config config) {
   for (const Param& p : conv2d_family().space().params())
     if (!config.find(p.name)) config.set(p.name, p.values.front());
@@ -86,12 +99,20 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
       return "repack 1 copies x and w into a workspace of " + std::to_string(bytes) +
              " bytes; at most 4 GiB: repack 0 reads them in place" + cfg();
   }
-  if (c.at("stages") > 0 && c.at("repack") == 0 && (s.layout != ImageLayout::kNHWC || s.c % 8 != 0))
-    return "stages " + std::to_string(c.at("stages")) +
-           " (cp.async pipeline) copies 8-channel taps of 16 bytes: it needs channels last with C a multiple of 8 "
-           "(C = " + std::to_string(s.c) + ", " + (s.layout == ImageLayout::kNHWC ? "nhwc" : "nchw") +
-           "); stages 0 stages through registers, and repack 1 copies an NCHW x with C a multiple of 8 to channels "
-           "last first" + cfg();
+  if (c.at("stages") > 0 && c.at("repack") == 0) {
+    if (s.c % 8 != 0)
+      return "stages " + std::to_string(c.at("stages")) +
+             " (cp.async pipeline) copies 8 weights of a filter row at a time: C a multiple of 8 (C = " +
+             std::to_string(s.c) + "); stages 0 stages through registers" + cfg();
+    if (s.layout == ImageLayout::kNCHW) {
+      if (const std::string why = pixel_runs_check(p); !why.empty())
+        return "stages " + std::to_string(c.at("stages")) + " on an NCHW x (repack 0) copies runs of pixels: " + why +
+               "; stages 0 stages through registers, and repack 1 copies x to channels last first" + cfg();
+      if (c.at("mma") != 1)
+        return "stages " + std::to_string(c.at("stages")) +
+               " on an NCHW x (repack 0) feeds wgmma a pixel-major operand: mma 1" + cfg();
+    }
+  }
   if (c.at("mma") == 1) {
     if (device.cc() != 90)
       return "mma 1 (wgmma) runs on sm_90 only; the device is " + device.arch() + ": mma 0 (mma.sync) runs there";
@@ -194,9 +215,11 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
 bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
   // Measured on the H100 (bench/RESULTS.md): C = K = 64 3x3 runs 1.5x faster on tensor cores than the direct
-  // kernel, C = K = 16 three times slower.
+  // kernel, C = K = 16 three times slower; an NCHW 1x1 of C = 64, K = 256 read as pixel runs on wgmma 12.6x faster.
+  const bool pixel_runs = device.cc() == 90 && s.layout == ImageLayout::kNCHW && s.c >= 64 && s.c % 8 == 0 &&
+                          s.k >= 32 && pixel_runs_check(p).empty();
   return (p.dtype() == DType::kFloat16 || p.dtype() == DType::kBFloat16) && device.cc() >= 80 &&
-         (s.layout == ImageLayout::kNHWC || (s.c * s.r * s.s >= 256 && s.k >= 32));
+         (s.layout == ImageLayout::kNHWC || (s.c * s.r * s.s >= 256 && s.k >= 32) || pixel_runs);
 }
 
 Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
@@ -218,14 +241,19 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   // H100's tuned picks were 128-pixel tiles of two warpgroups, 128 channels where K reaches 128, four stages
   // (bench/RESULTS.md; 1.16-1.55x the mma.sync kernel's best). Through registers (NCHW) it lost to mma.sync; an
   // NCHW x with C a multiple of 8 is repacked to channels last first (repack 1).
+  // An NCHW 1x1 convolution of stride 1 without padding reads x in place as runs of pixels (pixel-major A) instead.
   const std::int64_t wg_n = s.k >= 128 ? 128 : 64;
-  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0;
-  if ((pipelined || repack) && device.cc() == 90 && s.k > 32 && s.c * s.r * s.s >= 128 &&
+  const bool pixel_runs = s.layout == ImageLayout::kNCHW && s.c % 8 == 0 && pixel_runs_check(p).empty();
+  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0 && !pixel_runs;
+  if ((pipelined || repack || pixel_runs) && device.cc() == 90 && s.k > 32 &&
+      (s.c * s.r * s.s >= 128 || (pixel_runs && s.c >= 64)) &&
       blocks(64, 64) >= device.sm_count) {
     const std::int64_t wg_m = blocks(128, wg_n) >= device.sm_count / 2 ? 128 : 64;
     const Config c = complete_config({{"algo", 1},    {"mma", 1},     {"tile_m", wg_m},       {"tile_n", wg_n},
                                       {"tile_k", 64}, {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
-                                      {"stages", 4},  {"split_k", 1},  // split 2 lost 1.16x on the C = 320 row
+                                      // split 2 lost 1.16x on the C = 320 row; pixel runs: 3 stages won
+                                      // 1.04x on the H100's 1x1 rows
+                                      {"stages", pixel_runs ? 3 : 4},  {"split_k", 1},
                                       {"repack", repack ? 1 : 0}});
     // Where the copies would pass the workspace limit, the in-place kernels below.
     if (!repack || igemm_prep(p, c).workspace_bytes <= kMaxRepackWorkspace) return c;

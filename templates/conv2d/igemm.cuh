@@ -61,6 +61,12 @@ struct IgemmGeometry {
     if constexpr (kMma != 0) return row * kTileK + (((col >> 3) ^ (row & 7)) << 3);
     else return row * kPitch + col;
   }
+  /// wgmma's pixel-major (MN-major) A stage of an NCHW 1x1 convolution: per 64-pixel block (one warpgroup's rows)
+  /// kTileK rows of 64 pixels, one reduction element (channel) a row, 128 bytes in the 128-byte swizzle (chunk
+  /// pixel / 8 of row kk at chunk (pixel / 8) ^ (kk % 8)). Halves from the stage's start to (pixel m, channel kk).
+  __device__ static __forceinline__ int at_mn(int m, int kk) {
+    return (m >> 6) * 64 * kTileK + kk * 64 + ((((m & 63) >> 3) ^ (kk & 7)) << 3) + (m & 7);
+  }
 };
 
 template <class T>
@@ -102,6 +108,14 @@ struct MmaType<__nv_bfloat16> {
 __device__ __forceinline__ unsigned long long wgmma_descriptor(const void* shared) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
   return static_cast<unsigned long long>((address & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+/// Matrix descriptor of an MN-major operand in the 128-byte swizzle (IgemmGeometry::at_mn): rows of 64 pixels,
+/// 1024 bytes between groups of 8 reduction rows (the stride byte offset), `block_bytes` between 64-pixel blocks
+/// (the leading byte offset; one m64 step reads a single block), swizzle mode 1.
+__device__ __forceinline__ unsigned long long wgmma_descriptor_mn(const void* shared, unsigned block_bytes) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  return static_cast<unsigned long long>((address & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>((block_bytes & 0x3FFFF) >> 4) << 16) | (64ull << 32) | (1ull << 62);
 }
 __device__ __forceinline__ void wgmma_fence() {
 #if JITUNE_WGMMA
@@ -161,29 +175,30 @@ __device__ __forceinline__ void wgmma_pin(float& r) {
       "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
 
 /// One wgmma step: `shape` m64nNk16, `type` f16 or bf16, N / 2 float outputs (JITUNE_WGMMA_D32 / D64 with
-/// OUT32 / OUT64), then the descriptors' and the scale-d predicate's operand numbers.
-#define JITUNE_WGMMA_STEP(shape, type, dregs, outs, a_idx, b_idx, p_idx)                                   \
+/// OUT32 / OUT64), then the descriptors', the scale-d predicate's and A's transpose flag's operand numbers.
+#define JITUNE_WGMMA_STEP(shape, type, dregs, outs, a_idx, b_idx, p_idx, t_idx)                            \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #p_idx ", 0;\n"                                       \
                "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " " dregs ", %" #a_idx ", %" #b_idx \
-               ", p, 1, 1, 0, 0;\n}\n"                                                                     \
+               ", p, 1, 1, %" #t_idx ", 0;\n}\n"                                                           \
                : outs                                                                                       \
-               : "l"(a), "l"(b), "r"(1))
+               : "l"(a), "l"(b), "r"(1), "n"(kTransA))
 
 /// d (64 x kN of the warpgroup: this thread's kN / 8 n8 groups of 4 floats, the mma.sync C layout per n8 group)
-/// += A (64 x 16, K-major) * B (16 x kN, K-major), both by descriptor; kBf16 picks the input type. kN 128 reads A
-/// once for twice the channels of kN 64.
-template <bool kBf16, int kN>
+/// += A (64 x 16; K-major, or pixel-major where kTransA is 1) * B (16 x kN, K-major), both by descriptor; kBf16
+/// picks the input type. kN 128 reads A once for twice the channels of kN 64.
+template <bool kBf16, int kN, int kTransA = 0>
 __device__ __forceinline__ void wgmma_step(float (*d)[4], unsigned long long a, unsigned long long b) {
   static_assert(kN == 64 || kN == 128, "m64n64k16 or m64n128k16");
+  static_assert(kTransA == 0 || kTransA == 1, "A K-major (0) or MN-major (1)");
 #if JITUNE_WGMMA
   if constexpr (kN == 128 && kBf16)
-    JITUNE_WGMMA_STEP("m64n128k16", "bf16", JITUNE_WGMMA_D64, JITUNE_WGMMA_OUT64(d), 64, 65, 66);
+    JITUNE_WGMMA_STEP("m64n128k16", "bf16", JITUNE_WGMMA_D64, JITUNE_WGMMA_OUT64(d), 64, 65, 66, 67);
   else if constexpr (kN == 128)
-    JITUNE_WGMMA_STEP("m64n128k16", "f16", JITUNE_WGMMA_D64, JITUNE_WGMMA_OUT64(d), 64, 65, 66);
+    JITUNE_WGMMA_STEP("m64n128k16", "f16", JITUNE_WGMMA_D64, JITUNE_WGMMA_OUT64(d), 64, 65, 66, 67);
   else if constexpr (kBf16)
-    JITUNE_WGMMA_STEP("m64n64k16", "bf16", JITUNE_WGMMA_D32, JITUNE_WGMMA_OUT32(d), 32, 33, 34);
+    JITUNE_WGMMA_STEP("m64n64k16", "bf16", JITUNE_WGMMA_D32, JITUNE_WGMMA_OUT32(d), 32, 33, 34, 35);
   else
-    JITUNE_WGMMA_STEP("m64n64k16", "f16", JITUNE_WGMMA_D32, JITUNE_WGMMA_OUT32(d), 32, 33, 34);
+    JITUNE_WGMMA_STEP("m64n64k16", "f16", JITUNE_WGMMA_D32, JITUNE_WGMMA_OUT32(d), 32, 33, 34, 35);
 #else
   (void)d, (void)a, (void)b;
 #endif
@@ -215,6 +230,14 @@ __device__ __forceinline__ void cp_async_16(void* shared, const void* global, bo
   else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(full ? 16 : 0));
 }
+/// kBytes (4 or 8) global -> shared through the copy engine, cached in L1, zero-filled where `full` is false.
+template <int kBytes>
+__device__ __forceinline__ void cp_async_small(void* shared, const void* global, bool full) {
+  static_assert(kBytes == 4 || kBytes == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(address), "l"(global), "n"(kBytes),
+               "r"(full ? kBytes : 0));
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -245,7 +268,13 @@ template <class T, int kLoadNhwc, int kStoreNhwc, int kC, int kK, int kR, int kS
 __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const smem, int tile_m, int tile_n,
                                            int split, int tiles_m, int tiles_mn) {
   static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
-  static_assert(kStages == 0 || (kLoadNhwc && kC % 8 == 0 && kStages >= 2), "cp.async stages take 8-channel taps");
+  // The cp.async stages: channels last (8-channel taps of 16 bytes), or an NCHW 1x1 convolution of stride 1 on
+  // wgmma (kMnA: runs of consecutive pixels of one channel, the A operand pixel-major; no padding, by rule).
+  constexpr bool kMnA = kStages > 0 && !kLoadNhwc;
+  static_assert(kStages == 0 || kStages >= 2, "cp.async pipelines take 2 or more stages");
+  static_assert(kStages == 0 || kC % 8 == 0, "cp.async stages copy 8 weights of a filter row at a time");
+  static_assert(!kMnA || (kMma == 1 && kR == 1 && kS == 1 && kStrideH == 1 && kStrideW == 1),
+                "NCHW through cp.async: a 1x1 convolution of stride 1 on wgmma (pixel runs of one channel)");
   static_assert(kMma == 0 || (kTileK == 64 && kTileM == 64 * kWarpsM && (kTileN / kWarpsN) % 64 == 0 &&
                               (kStages == 0 || kStages >= 3)),
                 "wgmma: 64-pixel warpgroup tiles, channels in 64s, 128-byte rows (tile_k 64), 0 or 3+ stages");
@@ -403,7 +432,7 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
       // The warpgroup's 64 rows of A and kWarpN rows of B, 16 reduction elements (32 bytes) per step; this
       // thread's accumulators of channel step j are acc[0][kStepN / 8 * j ..] (kStepN / 8 n8 groups).
       const int group = warp / 4;
-      const T* const wa = s_a + (group % kWarpsM) * 64 * kTileK;
+      const T* const wa = s_a + (group % kWarpsM) * 64 * kTileK;  // both A layouts: 64 x kTileK a block
       const T* const wb = s_b + (group / kWarpsM) * kWarpN * kTileK;
       // Channels in 128s where the warpgroup's tile allows (A read once per 128), else in 64s.
       constexpr int kStepN = kWarpN % 128 == 0 ? 128 : 64;
@@ -411,9 +440,11 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
       for (int ks = 0; ks < kTileK; ks += 16)
 #pragma unroll
         for (int j = 0; j < kWarpN / kStepN; ++j) {
-          const unsigned long long da = wgmma_descriptor(wa + ks);
+          // K-major A: 16 reduction elements along its rows; pixel-major: 16 rows of 64 pixels further.
+          const unsigned long long da = kMnA ? wgmma_descriptor_mn(wa + ks * 64, 64 * kTileK * 2)
+                                             : wgmma_descriptor(wa + ks);
           const unsigned long long db = wgmma_descriptor(wb + j * kStepN * kTileK + ks);
-          wgmma_step<MmaType<T>::kBf16, kStepN>(&acc[0][kStepN / 8 * j], da, db);
+          wgmma_step<MmaType<T>::kBf16, kStepN, kMnA ? 1 : 0>(&acc[0][kStepN / 8 * j], da, db);
         }
     } else {
 #pragma unroll
@@ -458,15 +489,64 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
     constexpr int kRowStep = kThreads / kChunksPerRow;
     const int my_row = tid / kChunksPerRow, my_col = (tid % kChunksPerRow) * 8;
     const T* const w_row = a.wt + static_cast<long long>(k0 + my_row) * kCRS + my_col;
+    // kMnA: a thread copies the 8-pixel run mn_chunk * 8 of the A tile for channels mn_row + i * kMnStep of the
+    // stage. The run is one 16-byte copy where every image's pixels come in 8s (H * W a multiple of 8), else 8- or
+    // 4-byte pieces (H * W a multiple of 4 or 2, by rule), each inside one image; mn_base[p] is piece p's address
+    // of channel 0 (x itself past the output: zero-filled).
+    constexpr int kMnChunks = kTileM / 8;
+    static_assert(!kMnA || kThreads % kMnChunks == 0, "a thread's A runs share their pixels");
+    constexpr int kMnStep = kMnA ? kThreads / kMnChunks : 1;
+    const int mn_chunk = tid % kMnChunks, mn_row = tid / kMnChunks;
+    const int hw = a.h * a.w;
+    const int mn_piece = hw % 8 == 0 ? 8 : hw % 4 == 0 ? 4 : 2;  // pixels a copy
+    unsigned long long mn_base[kMnA ? 4 : 1];
+    bool mn_live[kMnA ? 4 : 1];
+    if constexpr (kMnA) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int m = m0 + mn_chunk * 8 + q * mn_piece;
+        mn_live[q] = q * mn_piece < 8 && m < m_total;
+        const int img = mn_live[q] ? m / hw : 0, pix = mn_live[q] ? m - img * hw : 0;
+        mn_base[q] = reinterpret_cast<unsigned long long>(a.x) +
+                     static_cast<unsigned long long>((static_cast<long long>(img) * kC * hw + pix) * 2);
+      }
+    }
     auto copy_stage = [&](int kt, int buf) {
       T* const s_a = smem + buf * G::kStage;
       T* const s_b = s_a + kTileM * G::kPitch;
+      if constexpr (kMnA) {
+#pragma unroll
+        for (int i = 0; i < kAPer; ++i) {
+          const int row = mn_row + i * kMnStep;  // the stage's reduction row: channel kt * kTileK + row
+          if (kAChunks % kThreads != 0 && row >= kTileK) continue;
+          const int c = kt * kTileK + row;
+          const bool in_c = kC % kTileK == 0 || c < kC;
+          const long long offset = static_cast<long long>(c) * hw * 2;
+          T* const dst = s_a + G::at_mn(mn_chunk * 8, row);
+          if (mn_piece == 8) {
+            cp_async_16<true>(dst, in_c && mn_live[0] ? reinterpret_cast<const void*>(mn_base[0] + offset) : a.x,
+                              in_c && mn_live[0]);
+          } else if (mn_piece == 4) {
+#pragma unroll
+            for (int q = 0; q < 2; ++q)
+              cp_async_small<8>(dst + 4 * q,
+                                in_c && mn_live[q] ? reinterpret_cast<const void*>(mn_base[q] + offset) : a.x,
+                                in_c && mn_live[q]);
+          } else {
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+              cp_async_small<4>(dst + 2 * q,
+                                in_c && mn_live[q] ? reinterpret_cast<const void*>(mn_base[q] + offset) : a.x,
+                                in_c && mn_live[q]);
+          }
+        }
+      }
       const int kk = kt * kTileK + my_col;
       const int c = kk % kC, rs = kk / kC, r = rs / kS, dy = r * kDilH, dx = (rs - r * kS) * kDilW;
       const bool in_reduction = kCRS % kTileK == 0 || kk < kCRS;
       const long long tap = static_cast<long long>((dy * a.w + dx) * kC + c) * 2;
 #pragma unroll
-      for (int i = 0; i < kAPer; ++i) {
+      for (int i = 0; i < (kMnA ? 0 : kAPer); ++i) {
         if (kAChunks % kThreads != 0 && tid + i * kThreads >= kAChunks) continue;
         const int iy = iy_base[i] + dy, ix = ix_base[i] + dx;
         const bool inside = in_reduction && static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) &&

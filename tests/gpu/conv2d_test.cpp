@@ -276,15 +276,15 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch matc
   Runtime rt(test::isolated_options(dir));
   const Family& fam = templates::conv2d::conv2d_family();
   // Through the public call: on sm_90 the default of a large NCHW problem with C a multiple of 8 repacks. H * W
-  // off 8 (element reads of x) and on it (vectors), C off 64 (a partial channel tile), a 1x1 filter (w used in
-  // place); repeated calls (the kernel resets its barrier in the kept workspace) and misaligned pointers.
+  // off 8 (element reads of x) and on it (vectors), C off 64 (a partial channel tile), a strided 1x1 filter (a 1x1
+  // of stride 1 reads x in place, below); repeated calls (the kernel resets its barrier in the kept workspace) and misaligned pointers.
   struct Case {
     std::int64_t n, c, h, w, k, r, stride, pad;
     DType dtype;
   };
   for (const Case& k : {Case{4, 40, 47, 45, 72, 3, 1, 1, DType::kFloat16}, Case{3, 64, 56, 56, 64, 3, 1, 1,
                                                                                   DType::kBFloat16},
-                        Case{5, 264, 30, 30, 96, 1, 1, 0, DType::kFloat16},
+                        Case{20, 264, 30, 30, 96, 1, 2, 0, DType::kFloat16},
                         Case{16, 48, 33, 40, 128, 3, 2, 1, DType::kBFloat16}}) {
     templates::conv2d::ConvProblem::Shape s;
     s.n = k.n, s.c = k.c, s.h = k.h, s.w = k.w, s.k = k.k, s.r = s.s = k.r;
@@ -336,6 +336,68 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch matc
     launched += configs.size();
   }
   CHECK(launched >= 8);
+}
+
+TEST_CASE("NCHW 1x1 convolutions read x in place as pixel runs (wgmma's pixel-major A) and match the CPU reference") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  if (rt.device().cc() != 90) {
+    MESSAGE("skipped: the pixel-major A operand runs on wgmma (sm_90); this device is " << rt.device().arch());
+    return;
+  }
+  const Family& fam = templates::conv2d::conv2d_family();
+  // H * W a multiple of 8 (16-byte runs), of 4 (8-byte pieces) and only of 2 (4-byte pieces), so runs of a tile
+  // cross images; C off 64 (a partial last stage, zero-filled), K off the tile, pixels off the tile; bias; an
+  // epilogue with a residual; both 16-bit types.
+  struct Shape {
+    std::int64_t n, c, h, w, k;
+    bool bias;
+    const char* epilogue;
+    DType dtype;
+  };
+  driver::StreamHandle stream;
+  std::size_t launched = 0;
+  for (const Shape& k : {Shape{3, 72, 16, 20, 96, true, "", DType::kFloat16},
+                         Shape{5, 64, 14, 14, 64, false, "", DType::kBFloat16},
+                         Shape{2, 136, 15, 18, 200, true, "y = max(acc + r, 0.0f)", DType::kFloat16},
+                         Shape{7, 256, 7, 8, 72, false, "", DType::kBFloat16}}) {
+    templates::conv2d::ConvProblem::Shape s;
+    s.n = k.n, s.c = k.c, s.h = k.h, s.w = k.w, s.k = k.k, s.r = s.s = 1, s.bias = k.bias, s.epilogue = k.epilogue;
+    const templates::conv2d::ConvProblem p(k.dtype, s);
+    INFO(p.signature());
+    std::vector<Config> configs;
+    auto add = [&](std::int64_t tm, std::int64_t tn, std::int64_t wm, std::int64_t wn, std::int64_t stages,
+                   std::int64_t split) {
+      Config c{{"algo", 1}, {"mma", 1}, {"tile_m", tm}, {"tile_n", tn}, {"tile_k", 64}, {"warps_m", wm},
+               {"warps_n", wn}, {"min_blocks", 1}, {"stages", stages}, {"split_k", split}, {"repack", 0}};
+      for (const Param& param : fam.space().params())
+        if (!c.find(param.name)) c.set(param.name, param.values.front());
+      c = fam.space().canonical(std::move(c));
+      INFO(c.text());
+      // Split-K without a stage for every split is refused on the short reductions.
+      if (templates::conv2d::kernel_limits(p, c, rt.device()).empty()) configs.push_back(c);
+    };
+    add(128, 64, 2, 1, 4, 1);
+    add(64, 64, 1, 1, 3, 1);
+    add(128, 128, 2, 1, 6, 2);
+    add(64, 128, 1, 2, 8, 1);
+    add(128, 64, 2, 1, 3, 2);
+    REQUIRE(configs.size() >= 2);
+    CHECK(launch_and_check(rt, p, configs, stream.get()) == configs.size());
+    launched += configs.size();
+  }
+  CHECK(launched >= 10);
+  // Through the public call: the default of a large 1x1 reads x in place (stages, no repack); an x or w off 16
+  // bytes runs the same tiles through registers (Family::variant), still correct.
+  templates::conv2d::ConvProblem::Shape s;
+  s.n = 8, s.c = 256, s.h = 28, s.w = 28, s.k = 128, s.r = s.s = 1, s.bias = true;
+  const templates::conv2d::ConvProblem p(DType::kFloat16, s);
+  const Config c = Config::parse(rt.explain("conv2d", p.signature()).config);
+  CHECK(c.at("algo") == 1);
+  CHECK(c.at("repack") == 0);
+  CHECK(c.at("stages") > 0);
+  check_conv(rt, DType::kFloat16, s, 0, 91);
+  check_conv(rt, DType::kFloat16, s, 1, 92);
 }
 
 TEST_CASE("fused epilogues match the CPU reference on every algo and store path; a residual may be misaligned") {

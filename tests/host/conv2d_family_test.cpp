@@ -3,6 +3,7 @@
 // of the space for sm_80 and sm_90.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <set>
 #include <string_view>
@@ -269,8 +270,8 @@ TEST_CASE("the public cases have tuning spaces of a tractable size") {
     CHECK(legal.size() <= 450);
     CHECK(legal.front() == fam().heuristic(*p, dev));
   }
-  CHECK(fam().default_suite().size() == 26);
-  CHECK(fam().default_suite()[21].first == "conv_float16_N1C320H64W64K320R3P1_nhwc");
+  CHECK(fam().default_suite().size() == 28);
+  CHECK(fam().default_suite()[23].first == "conv_float16_N1C320H64W64K320R3P1_nhwc");
   CHECK(fam().default_suite()[21].second.find("layout=nhwc") != std::string::npos);
   CHECK(fam().default_suite().back().first == "conv_float16_N1C64H56W56K64R3P1_bias_add_relu");
   CHECK(fam().default_suite().back().second.find(";epilogue=y = max ( acc + r , 0.0f );") != std::string::npos);
@@ -351,8 +352,8 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
             .find("accumulators per thread") != std::string::npos);
   CHECK(why(*f16, {{"tile_n", 128}}, dev).find("at least twice K = 64") != std::string::npos);
   CHECK(why(*f16, {{"out_w", 2}}, dev).find("applies only where algo=0") != std::string::npos);
-  // The cp.async pipeline copies 8-channel taps: channels last, C a multiple of 8.
-  CHECK(why(*f16, {{"stages", 3}}, dev).find("needs channels last with C a multiple of 8 (C = 64, nchw)") !=
+  // The cp.async pipeline copies 8-channel taps of channels last, or pixel runs of an NCHW 1x1 (below).
+  CHECK(why(*f16, {{"stages", 3}}, dev).find("on an NCHW x (repack 0) copies runs of pixels: it needs a 1x1 filter") !=
         std::string::npos);
   CHECK(why(*f16, {{"tile_m", 128}, {"warps_m", 1}, {"tile_n", 32}, {"warps_n", 2}, {"tile_k", 32}}, dev)
             .find("warp tile 128 x 16 (tuned") != std::string::npos);
@@ -471,12 +472,14 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch; its
   CHECK(prep.zero_begin == 0);
   CHECK(prep.zero_end == 4);
   CHECK(prep.rezeroed_by_kernel);
-  // A 1x1 filter's weights are copied too (the copy is aligned where w may not be). Split-K's counters follow the
-  // barrier's.
+  // A 1x1 filter's weights are copied too (the copy is aligned where w may not be); its default reads x in place
+  // (pixel runs, below), repack 1 stays legal. Split-K's counters follow the barrier's.
   auto one = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "256"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
                       {"r", "1"}});
   Config split = fam().heuristic(*one, hopper);
-  REQUIRE(split.at("repack") == 1);
+  CHECK(split.at("repack") == 0);
+  split.set("repack", 1);
+  REQUIRE(fam().validate(*one, split, hopper).empty());
   CHECK(fam().prep(*one, split).workspace_bytes == 256 + 32ull * 256 * 56 * 56 * 2 + 64ull * 256 * 2);
   auto small = problem({{"dtype", "bfloat16"}, {"n", "1"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
                         {"r", "3"}, {"padding", "1"}});
@@ -503,8 +506,7 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch; its
                       {"r", "3"}, {"padding", "1"}});
   CHECK(why(*odd, {}, hopper).find("C a multiple of 8 (C = 60)") != std::string::npos);
   CHECK(why(*p, {{"stages", 0}}, hopper).find("stages 2 to 8 (stages 0)") != std::string::npos);
-  CHECK(why(*p, {{"repack", 0}}, hopper).find("repack 1 copies an NCHW x with C a multiple of 8") !=
-        std::string::npos);
+  CHECK(why(*p, {{"repack", 0}}, hopper).find("repack 1 copies x to channels last first") != std::string::npos);
   CHECK(why(*p, {{"mma", 0}, {"warps_m", 2}, {"warps_n", 2}, {"tile_m", 128}, {"tile_n", 64}}, hopper)
             .find("repack 1 with mma.sync on sm_90") != std::string::npos);
   // sm_80 tunes it on mma.sync; every legal repacking candidate there pipelines.
@@ -533,6 +535,90 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch; its
   CHECK(fam().variant(*p, h, b) == 0);
   Config in_place = fam().heuristic(*nhwc, hopper);
   CHECK(fam().variant(*nhwc, in_place, b) == 1);
+}
+
+TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules, default, variant, NVRTC") {
+  const DeviceInfo hopper = nominal_device(90), ampere = nominal_device(80);
+  auto one = [](const char* h, const char* w, const char* c, std::map<std::string, std::string> more = {}) {
+    std::map<std::string, std::string> o{{"dtype", "float16"}, {"n", "32"}, {"c", c},  {"h", h},
+                                         {"w", w},             {"k", "64"}, {"r", "1"}};
+    for (auto& [k, v] : more) o[k] = v;
+    return problem(o);
+  };
+  auto p = one("56", "56", "256");
+  // The default on sm_90: wgmma, the cp.async pipeline over x in place (no repack); mma.sync through registers on
+  // sm_80, where the pixel-major operand does not exist.
+  const Config h = fam().heuristic(*p, hopper);
+  CHECK(h.at("algo") == 1);
+  CHECK(h.at("mma") == 1);
+  CHECK(h.at("repack") == 0);
+  CHECK(h.at("stages") == 3);
+  CHECK(fam().validate(*p, h, hopper).empty());
+  CHECK(fam().prep(*p, h).workspace_bytes == 0);
+  // An expansion of 64 channels (C * R * S = 64) too: pixel runs on wgmma rather than the direct kernel.
+  auto expand = one("56", "56", "64", {{"k", "256"}});
+  const Config he = fam().heuristic(*expand, hopper);
+  CHECK(he.at("algo") == 1);
+  CHECK(he.at("mma") == 1);
+  CHECK(he.at("stages") == 3);
+  CHECK(he.at("tile_n") == 128);
+  CHECK(fam().validate(*expand, he, hopper).empty());
+  CHECK(fam().heuristic(*expand, ampere).at("algo") == 0);
+  CHECK(fam().heuristic(*p, ampere).at("stages") == 0);
+  // H * W even is enough (runs of 8, 4 or 2 pixels inside one image); odd, padded, strided or larger filters are
+  // refused with the reason, and so are mma.sync and C off 8.
+  CHECK(fam().validate(*one("14", "14", "256"), h, hopper).empty());
+  CHECK(fam().validate(*one("15", "18", "256"), h, hopper).empty());
+  auto why = [&](const Problem& q, std::initializer_list<std::pair<const char*, std::int64_t>> changes) {
+    Config x = h;
+    for (auto [name, value] : changes) x.set(name, value);
+    return fam().validate(q, x, hopper);
+  };
+  CHECK(why(*one("7", "7", "256"), {}).find("H * W = 49 is odd") != std::string::npos);
+  CHECK(why(*one("56", "56", "256", {{"padding", "1"}}), {}).find("padding 1x1") != std::string::npos);
+  CHECK(why(*one("56", "56", "256", {{"stride", "2"}}), {}).find("stride 2x2") != std::string::npos);
+  CHECK(why(*one("56", "56", "256", {{"r", "3"}}), {}).find("a 3x3 filter") != std::string::npos);
+  CHECK(why(*one("56", "56", "252"), {}).find("C a multiple of 8 (C = 252)") != std::string::npos);
+  CHECK(why(*p, {{"mma", 0}, {"warps_m", 2}, {"warps_n", 2}, {"tile_m", 128}, {"tile_n", 64}})
+            .find("feeds wgmma a pixel-major operand: mma 1") != std::string::npos);
+  // Channels last is unaffected; the pipeline's legal candidates on the NCHW 1x1 are all wgmma.
+  CHECK(fam().validate(*one("56", "56", "256", {{"layout", "nhwc"}}), h, hopper).empty());
+  std::size_t pruned = 0, in_place = 0;
+  for (const Config& x : tuner::legal_candidates(fam(), *p, hopper, pruned))
+    if (x.at("algo") == 1 && x.at("stages") > 0 && x.at("repack") == 0) {
+      ++in_place;
+      CHECK(x.at("mma") == 1);
+    }
+  CHECK(in_place >= 4);
+  // x or w off 16 bytes: the same tiles through registers (variant 1), legal.
+  const std::uint8_t classes[] = {2, 16, 16, 16};
+  const void* ptrs[] = {nullptr, nullptr, nullptr, nullptr};
+  Bindings b;
+  b.pointers = ptrs;
+  b.alignment = classes;
+  REQUIRE(fam().variant(*p, h, b) == 1);
+  CHECK(fam().validate(*p, fam().variant_config(*p, h, 1, hopper), hopper).empty());
+  // NVRTC: both 16-bit types, tiles of one and two warpgroups, 64 and 128 channels, split-K, bias and an epilogue.
+  Compiler compiler;
+  std::size_t compiled = 0;
+  for (const char* dtype : {"float16", "bfloat16"}) {
+    auto q = one("14", "14", "1024", {{"dtype", dtype}, {"k", "256"}, {"bias", "1"},
+                                       {"epilogue", "y = max(acc + r, 0.0f)"}});
+    for (auto [tm, tn, wm, stages, split] : {std::array<std::int64_t, 5>{128, 128, 2, 4, 1}, {64, 64, 1, 3, 2},
+                                              {64, 128, 1, 8, 1}}) {
+      Config c = h;
+      c.set("tile_m", tm), c.set("tile_n", tn), c.set("warps_m", wm), c.set("stages", stages), c.set("split_k", split);
+      INFO(dtype, " ", c.text());
+      REQUIRE(templates::conv2d::kernel_limits(as_conv(*q), c, hopper).empty());
+      const KernelSource src = fam().source(*q, c);
+      const CompiledProgram out = compiler.compile(src.program, {src.name_expression}, hopper.arch(), true);
+      INFO(out.log);
+      REQUIRE(out.ok);
+      CHECK_FALSE(out.resources.at(0).spills());
+      ++compiled;
+    }
+  }
+  CHECK(compiled == 6);
 }
 
 TEST_CASE("channels last: the layout is part of the problem, runs only on the implicit GEMM, says so otherwise") {
@@ -564,7 +650,7 @@ TEST_CASE("channels last: the layout is part of the problem, runs only on the im
   Config pipelined = h;
   auto odd = nhwc("float16", "36");
   CHECK(fam().heuristic(*odd, dev).at("stages") == 0);
-  CHECK(fam().validate(*odd, pipelined, dev).find("C a multiple of 8 (C = 36, nhwc)") != std::string::npos);
+  CHECK(fam().validate(*odd, pipelined, dev).find("C a multiple of 8 (C = 36)") != std::string::npos);
   for (std::int64_t stages : {2, 4}) {
     pipelined.set("stages", stages);
     CHECK(fam().validate(*f16, pipelined, dev).empty());
