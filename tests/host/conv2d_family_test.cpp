@@ -564,6 +564,10 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
   CHECK(he.at("tile_n") == 128);
   CHECK(fam().validate(*expand, he, hopper).empty());
   CHECK(fam().heuristic(*expand, ampere).at("algo") == 0);
+  // Its one stage of 64 channels fills one of the 3 buffers: the block allocates that one (or the output's staging,
+  // if larger: 128 channels x 136 halves), not three; the 256-channel layer fills all 3 of its 4 stages' buffers.
+  CHECK(fam().launch_shape(*expand, he, hopper).shared_bytes == 128 * 136 * 2 + 1024);
+  CHECK(fam().launch_shape(*p, h, hopper).shared_bytes == 3 * (128 + 64) * 64 * 2 + 1024);
   CHECK(fam().heuristic(*p, ampere).at("stages") == 0);
   // H * W even is enough (runs of 8, 4 or 2 pixels inside one image); odd, padded, strided or larger filters are
   // refused with the reason, and so are mma.sync and C off 8.
