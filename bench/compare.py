@@ -29,8 +29,11 @@ def main():
     worst = None
     ahead = {"eager PyTorch / cuDNN": [0, 0], "Inductor": [0, 0]}  # [cases at or above 1.0x, cases compared]
     behind_inductor = []
+    no_peer = []  # jitune cases the peer run has no figure for (a case module missing a row, or filtered out)
     for r in j["cases"]:
         q = peer.get(r["case"])
+        if not q:
+            no_peer.append(f"`{r['case']}`")
         ratio = q["us"] / r["us"] if q else float("nan")
         if q:
             ahead["eager PyTorch / cuDNN"][0] += ratio >= 1.0
@@ -60,6 +63,10 @@ def main():
             summary = f"jitune at or above 1.0x {peer_name} on {n_ahead} of {n} cases"
             print(summary)
             lines += ["", summary + "."]
+    if no_peer:
+        text = f"No peer figure for {len(no_peer)} case(s): " + ", ".join(no_peer)
+        print(text)
+        lines.append(text + ".")
     if behind_inductor:
         text = "Behind Inductor: " + ", ".join(behind_inductor)
         print(text)

@@ -165,12 +165,15 @@ class ConvFamily final : public Family {
 
   // Slot 1: a cp.async pipeline (stages > 0) over x and w in place, tuned on 16-byte aligned tensors, called with
   // x or w less aligned, runs the register-staged kernel of the same tiles (it reads any alignment). A repacking
-  // kernel reads any alignment into its aligned copies.
-  int variant(const Problem&, const Config& tuned, const Bindings& b) const override {
-    return tuned.at("algo") == 1 && tuned.at("stages") > 0 && tuned.at("repack") == 0 &&
-                   (b.alignment[0] < 16 || b.alignment[1] < 16)
-               ? 1
-               : 0;
+  // kernel reads any alignment into its aligned copies. An NCHW x read as pixel runs needs only its pointer
+  // aligned: the kernel sizes its copies by H * W, so a 14 x 14 image's 28-byte rows (alignment class 4) do not
+  // matter there.
+  int variant(const Problem& problem, const Config& tuned, const Bindings& b) const override {
+    if (tuned.at("algo") != 1 || tuned.at("stages") == 0 || tuned.at("repack") == 1) return 0;
+    const bool pixel_runs = static_cast<const ConvProblem&>(problem).shape().layout == ImageLayout::kNCHW;
+    const bool x_aligned =
+        pixel_runs ? reinterpret_cast<std::uintptr_t>(b.pointers[0]) % 16 == 0 : b.alignment[0] >= 16;
+    return x_aligned && b.alignment[1] >= 16 ? 0 : 1;
   }
 
   Config variant_config(const Problem&, const Config& tuned, int slot, const DeviceInfo&) const override {

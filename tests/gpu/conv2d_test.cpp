@@ -398,6 +398,14 @@ TEST_CASE("NCHW 1x1 convolutions read x in place as pixel runs (wgmma's pixel-ma
   CHECK(c.at("stages") > 0);
   check_conv(rt, DType::kFloat16, s, 0, 91);
   check_conv(rt, DType::kFloat16, s, 1, 92);
+  // 14 x 14 images: x's alignment class is 4 (28-byte rows), its pointer aligned: still the pipeline (8-byte
+  // pieces, Family::variant looks at the pointer); one element off: registers.
+  templates::conv2d::ConvProblem::Shape t = s;
+  t.n = 32, t.h = t.w = 14, t.k = 256, t.bias = false;
+  const templates::conv2d::ConvProblem q(DType::kFloat16, t);
+  CHECK(Config::parse(rt.explain("conv2d", q.signature()).config).at("stages") > 0);
+  check_conv(rt, DType::kFloat16, t, 0, 93);
+  check_conv(rt, DType::kFloat16, t, 1, 94);
 }
 
 TEST_CASE("fused epilogues match the CPU reference on every algo and store path; a residual may be misaligned") {

@@ -479,7 +479,7 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch; its
   Config split = fam().heuristic(*one, hopper);
   CHECK(split.at("repack") == 0);
   split.set("repack", 1);
-  REQUIRE(fam().validate(*one, split, hopper).empty());
+  REQUIRE(templates::conv2d::kernel_limits(as_conv(*one), split, hopper).empty());  // legal, off the neighbourhood
   CHECK(fam().prep(*one, split).workspace_bytes == 256 + 32ull * 256 * 56 * 56 * 2 + 64ull * 256 * 2);
   auto small = problem({{"dtype", "bfloat16"}, {"n", "1"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
                         {"r", "3"}, {"padding", "1"}});
@@ -587,21 +587,47 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
             .find("feeds wgmma a pixel-major operand: mma 1") != std::string::npos);
   // Channels last is unaffected; the pipeline's legal candidates on the NCHW 1x1 are all wgmma.
   CHECK(fam().validate(*one("56", "56", "256", {{"layout", "nhwc"}}), h, hopper).empty());
+  // The tuned neighbourhood there: the implicit GEMM only as pixel runs (no register stages, no repack).
   std::size_t pruned = 0, in_place = 0;
   for (const Config& x : tuner::legal_candidates(fam(), *p, hopper, pruned))
-    if (x.at("algo") == 1 && x.at("stages") > 0 && x.at("repack") == 0) {
-      ++in_place;
+    if (x.at("algo") == 1) {
+      CHECK(x.at("stages") > 0);
+      CHECK(x.at("repack") == 0);
       CHECK(x.at("mma") == 1);
+      ++in_place;
     }
   CHECK(in_place >= 4);
-  // x or w off 16 bytes: the same tiles through registers (variant 1), legal.
-  const std::uint8_t classes[] = {2, 16, 16, 16};
+  Config staged = h;
+  staged.set("stages", 0);
+  CHECK(fam().validate(*p, staged, hopper).find("stages 0 where the NCHW 1x1 is read in place as pixel runs") !=
+        std::string::npos);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*p), staged, hopper).empty());  // a hard limit it is not
+  // w off 16 bytes (x below): the same tiles through registers (variant 1), legal.
+  const std::uint8_t classes[] = {16, 2, 16, 16};
   const void* ptrs[] = {nullptr, nullptr, nullptr, nullptr};
   Bindings b;
   b.pointers = ptrs;
   b.alignment = classes;
   REQUIRE(fam().variant(*p, h, b) == 1);
-  CHECK(fam().validate(*p, fam().variant_config(*p, h, 1, hopper), hopper).empty());
+  CHECK(templates::conv2d::kernel_limits(as_conv(*p), fam().variant_config(*p, h, 1, hopper), hopper).empty());
+  // 14 x 14 images: x's rows are 28 bytes (alignment class 4) but runs are sized by H * W, so only the pointer
+  // counts: aligned, the pipeline (variant 0); 8 bytes off, registers. w off 16 bytes: registers.
+  auto small = one("14", "14", "1024", {{"k", "256"}});
+  const Config hs = fam().heuristic(*small, hopper);
+  REQUIRE(hs.at("stages") > 0);
+  alignas(16) static const std::byte block[32] = {};
+  const std::uint8_t rows4[] = {4, 16, 16, 16}, w_off[] = {16, 8, 16, 16};
+  const void* aligned_ptrs[] = {block, block, nullptr, block};
+  const void* off_ptrs[] = {block + 8, block, nullptr, block};
+  Bindings bs;
+  bs.alignment = rows4;
+  bs.pointers = aligned_ptrs;
+  CHECK(fam().variant(*small, hs, bs) == 0);
+  bs.pointers = off_ptrs;
+  CHECK(fam().variant(*small, hs, bs) == 1);
+  bs.pointers = aligned_ptrs;
+  bs.alignment = w_off;
+  CHECK(fam().variant(*small, hs, bs) == 1);
   // NVRTC: both 16-bit types, tiles of one and two warpgroups, 64 and 128 channels, split-K, bias and an epilogue.
   Compiler compiler;
   std::size_t compiled = 0;
