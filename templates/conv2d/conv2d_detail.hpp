@@ -66,6 +66,9 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& config);
 /// Why an NCHW x cannot feed the cp.async pipeline in place (its A operand as runs of consecutive pixels of one
 /// channel: a 1x1 filter, stride 1, no padding, H * W even), empty if it can.
 std::string pixel_runs_check(const ConvProblem& p);
+/// Whether the default (and the only implicit GEMM of the tuned neighbourhood) reads x as pixel runs on wgmma: sm_90,
+/// float16 / bfloat16, pixel_runs_check passes, C a multiple of 8 and at least 64, K and N * P * Q above 32.
+bool pixel_runs_default(const ConvProblem& p, const DeviceInfo& device);
 /// What the implicit-GEMM kernel cannot run (dtype, architecture, 32-bit indexing, warp tiles, threads,
 /// registers, shared memory, tiles mostly idle), empty if it can.
 std::string igemm_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);

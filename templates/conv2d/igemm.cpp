@@ -34,6 +34,15 @@ std::string pixel_runs_check(const ConvProblem& p) {
   return {};
 }
 
+bool pixel_runs_default(const ConvProblem& p, const DeviceInfo& device) {
+  const auto& s = p.shape();
+  // Tiles of 64 pixels, 64 channels and 64 reduction elements are legal (less than twice the problem) where M > 32,
+  // K > 32 and C > 32; C = 64 is the smallest the H100 measured.
+  return device.cc() == 90 && (p.dtype() == DType::kFloat16 || p.dtype() == DType::kBFloat16) &&
+         s.layout == ImageLayout::kNCHW && s.c % 8 == 0 && s.c >= 64 && s.k > 32 &&
+         s.n * p.p() * p.q() > 32 && pixel_runs_check(p).empty();
+}
+
 Config complete_config(Config config) {
   for (const Param& p : conv2d_family().space().params())
     if (!config.find(p.name)) config.set(p.name, p.values.front());
@@ -194,8 +203,7 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
     return "stages 0 where the cp.async pipeline applies (channels last, C a multiple of 8; tuned: 2 to 8)";
   // An NCHW 1x1 read as pixel runs on wgmma: the exhaustive H100 tunes of the suite's three 1x1 rows all picked it
   // (N32 C256 56x56: 28.87 us against 44.61 through registers and 68.17 repacked).
-  if (device.cc() == 90 && s.layout == ImageLayout::kNCHW && s.c % 8 == 0 && pixel_runs_check(p).empty() &&
-      (c.at("stages") == 0 || c.at("repack") == 1))
+  if (pixel_runs_default(p, device) && (c.at("stages") == 0 || c.at("repack") == 1))
     return std::string(c.at("repack") == 1 ? "repack 1" : "stages 0") +
            " where the NCHW 1x1 is read in place as pixel runs (tuned: stages 3 to 8, repack 0, wgmma)";
   // The repacking kernel's GEMM is the channels-last pipeline, where wgmma beat mma.sync by 1.16-1.55x on every
@@ -227,10 +235,8 @@ bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
   // Measured on the H100 (bench/RESULTS.md): C = K = 64 3x3 runs 1.5x faster on tensor cores than the direct
   // kernel, C = K = 16 three times slower; an NCHW 1x1 of C = 64, K = 256 read as pixel runs on wgmma 12.6x faster.
-  const bool pixel_runs = device.cc() == 90 && s.layout == ImageLayout::kNCHW && s.c >= 64 && s.c % 8 == 0 &&
-                          s.k >= 32 && pixel_runs_check(p).empty();
   return (p.dtype() == DType::kFloat16 || p.dtype() == DType::kBFloat16) && device.cc() >= 80 &&
-         (s.layout == ImageLayout::kNHWC || (s.c * s.r * s.s >= 256 && s.k >= 32) || pixel_runs);
+         (s.layout == ImageLayout::kNHWC || (s.c * s.r * s.s >= 256 && s.k >= 32) || pixel_runs_default(p, device));
 }
 
 Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
@@ -253,18 +259,20 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   // (bench/RESULTS.md; 1.16-1.55x the mma.sync kernel's best). Through registers (NCHW) it lost to mma.sync; an
   // NCHW x with C a multiple of 8 is repacked to channels last first (repack 1).
   // An NCHW 1x1 convolution of stride 1 without padding reads x in place as runs of pixels (pixel-major A) instead.
+  // Its tuned neighbourhood keeps only that kernel there, so it is the default at any size (64-pixel tiles and
+  // split-K where the tiles are few).
   const std::int64_t wg_n = s.k >= 128 ? 128 : 64;
-  const bool pixel_runs = s.layout == ImageLayout::kNCHW && s.c % 8 == 0 && pixel_runs_check(p).empty();
-  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0 && !pixel_runs;
-  if ((pipelined || repack || pixel_runs) && device.cc() == 90 && s.k > 32 &&
-      (s.c * s.r * s.s >= 128 || (pixel_runs && s.c >= 64)) &&
-      blocks(64, 64) >= device.sm_count) {
-    const std::int64_t wg_m = blocks(128, wg_n) >= device.sm_count / 2 ? 128 : 64;
+  const bool pixel_runs = pixel_runs_default(p, device);
+  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0 && !pixel_runs_check(p).empty();
+  if (pixel_runs || ((pipelined || repack) && device.cc() == 90 && s.k > 32 && s.c * s.r * s.s >= 128 &&
+                     blocks(64, 64) >= device.sm_count)) {
+    const std::int64_t wg_m = blocks(128, wg_n) >= device.sm_count / 2 && m_total > 64 ? 128 : 64;
     const Config c = complete_config({{"algo", 1},    {"mma", 1},     {"tile_m", wg_m},       {"tile_n", wg_n},
                                       {"tile_k", 64}, {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
                                       // split 2 lost 1.16x on the C = 320 row; pixel runs: 3 stages won
                                       // 1.04x on the H100's 1x1 rows
-                                      {"stages", pixel_runs ? 3 : 4},  {"split_k", 1},
+                                      {"stages", pixel_runs ? 3 : 4},
+                                      {"split_k", pixel_runs ? heuristic_split(p, wg_m, wg_n, 64, device) : 1},
                                       {"repack", repack ? 1 : 0}});
     // Where the copies would pass the workspace limit, the in-place kernels below.
     if (!repack || igemm_prep(p, c).workspace_bytes <= kMaxRepackWorkspace) return c;

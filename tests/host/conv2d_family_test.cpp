@@ -233,7 +233,7 @@ TEST_CASE("the heuristic is legal for every filter size, stride, padding, dilati
       for (int r = 1; r <= 7; ++r)
         for (int stride = 1; stride <= 2; ++stride)
           for (int dil = 1; dil <= 3; ++dil)
-            for (auto [h, w] : {std::pair{1, 1}, {5, 3}, {17, 33}, {224, 224}})
+            for (auto [h, w] : {std::pair{1, 1}, {5, 3}, {6, 4}, {8, 10}, {17, 33}, {224, 224}})
               for (int c : {1, 3, 16, 64}) {
                 const int pad = std::max(0, ((r - 1) * dil + 1 - std::min(h, w) + 1) / 2);
                 auto p = problem({{"dtype", dtype},
@@ -564,6 +564,30 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
   CHECK(he.at("tile_n") == 128);
   CHECK(fam().validate(*expand, he, hopper).empty());
   CHECK(fam().heuristic(*expand, ampere).at("algo") == 0);
+  // Small layers too (the neighbourhood keeps no other implicit GEMM there): 64-pixel tiles, split-K where the
+  // tiles are few and the reduction long; K or N * P * Q of 32 or less (no legal 64 x 64 tile): registers.
+  for (auto [n, h, c, k, split] : {std::array<std::int64_t, 5>{1, 14, 256, 64, 1}, {1, 14, 1024, 256, 2},
+                                   {3, 4, 512, 128, 2}}) {
+    auto q = one(std::to_string(h).c_str(), std::to_string(h).c_str(), std::to_string(c).c_str(),
+                 {{"n", std::to_string(n)}, {"k", std::to_string(k)}});
+    const Config hq = fam().heuristic(*q, hopper);
+    INFO(q->signature(), " -> ", hq.text());
+    CHECK(hq.at("algo") == 1);
+    CHECK(hq.at("mma") == 1);
+    CHECK(hq.at("stages") == 3);
+    CHECK(hq.at("repack") == 0);
+    CHECK(hq.at("tile_m") == 64);
+    CHECK(hq.at("split_k") == split);
+    CHECK(fam().validate(*q, hq, hopper).empty());
+  }
+  for (auto [n, h, k] : {std::array<std::int64_t, 3>{1, 4, 64}, {4, 14, 32}}) {
+    auto q = one(std::to_string(h).c_str(), std::to_string(h).c_str(), "256",
+                 {{"n", std::to_string(n)}, {"k", std::to_string(k)}});
+    const Config hq = fam().heuristic(*q, hopper);
+    INFO(q->signature(), " -> ", hq.text());
+    CHECK(hq.at("stages") == 0);
+    CHECK(fam().validate(*q, hq, hopper).empty());
+  }
   // Its one stage of 64 channels fills one of the 3 buffers: the block allocates that one (or the output's staging,
   // if larger: 128 channels x 136 halves), not three; the 256-channel layer fills all 3 of its 4 stages' buffers.
   CHECK(fam().launch_shape(*expand, he, hopper).shared_bytes == 128 * 136 * 2 + 1024);
