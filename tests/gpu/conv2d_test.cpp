@@ -277,7 +277,8 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch matc
   const Family& fam = templates::conv2d::conv2d_family();
   // Through the public call: on sm_90 the default of a large NCHW problem with C a multiple of 8 repacks. H * W
   // off 8 (element reads of x) and on it (vectors), C off 64 (a partial channel tile), a strided 1x1 filter (a 1x1
-  // of stride 1 reads x in place, below); repeated calls (the kernel resets its barrier in the kept workspace) and misaligned pointers.
+  // of stride 1 reads x in place, below); repeated calls (the kernel resets its barrier in the kept workspace) and
+  // misaligned pointers.
   struct Case {
     std::int64_t n, c, h, w, k, r, stride, pad;
     DType dtype;
