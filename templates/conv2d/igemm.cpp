@@ -61,10 +61,10 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
   g.m_total = p.shape().n * p.p() * p.q();
   // The pipeline touches no more buffers than a block has stages to multiply (igemm.cuh's ring: slice i goes to
   // buffer i % stages), so a short reduction (a 1x1 of 64 channels: one stage) leaves room for more blocks an SM.
+  g.k_tiles = ceil_div(p.shape().c * p.shape().r * p.shape().s, c.at("tile_k"));
+  g.per_split = ceil_div(g.k_tiles, c.at("split_k"));
   const std::int64_t stages = c.at("stages");
-  const std::int64_t per_split = ceil_div(ceil_div(p.shape().c * p.shape().r * p.shape().s, c.at("tile_k")),
-                                          c.at("split_k"));
-  const std::int64_t buffers = stages > 0 ? std::min(stages, per_split) : 2;
+  const std::int64_t buffers = stages > 0 ? std::min(stages, g.per_split) : 2;
   // Rows padded by 8 halves (mma.sync's ldmatrix), or swizzled unpadded in buffers aligned to 1024 bytes.
   const std::int64_t pitch = wgmma ? tk : tk + 8, main_bytes = buffers * (tm + tn) * pitch * 2;
   const std::int64_t out_bytes = std::max(tn * (tm + 8), tm * (tn + 8)) * 2;  // [k][m] (NCHW) or [m][k] (NHWC)
@@ -83,8 +83,6 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
                                          (stages > 0 ? 0 : 4 * (a_per + b_per)) + 5 * a_per + 32);
   g.grid_m = ceil_div(g.m_total, tm);
   g.grid_n = ceil_div(p.shape().k, tn);
-  g.k_tiles = ceil_div(p.shape().c * p.shape().r * p.shape().s, c.at("tile_k"));
-  g.per_split = ceil_div(g.k_tiles, c.at("split_k"));
   return g;
 }
 

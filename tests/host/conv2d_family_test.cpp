@@ -545,24 +545,26 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
     for (auto& [k, v] : more) o[k] = v;
     return problem(o);
   };
+  // The sm_90 default of a layer read as pixel runs: wgmma, 3 cp.async stages, legal.
+  auto pixel_runs_default = [&](const Problem& q) {
+    const Config c = fam().heuristic(q, hopper);
+    INFO(q.signature(), " -> ", c.text());
+    CHECK(c.at("algo") == 1);
+    CHECK(c.at("mma") == 1);
+    CHECK(c.at("stages") == 3);
+    CHECK(fam().validate(q, c, hopper).empty());
+    return c;
+  };
   auto p = one("56", "56", "256");
   // The default on sm_90: wgmma, the cp.async pipeline over x in place (no repack); mma.sync through registers on
   // sm_80, where the pixel-major operand does not exist.
-  const Config h = fam().heuristic(*p, hopper);
-  CHECK(h.at("algo") == 1);
-  CHECK(h.at("mma") == 1);
+  const Config h = pixel_runs_default(*p);
   CHECK(h.at("repack") == 0);
-  CHECK(h.at("stages") == 3);
-  CHECK(fam().validate(*p, h, hopper).empty());
   CHECK(fam().prep(*p, h).workspace_bytes == 0);
   // An expansion of 64 channels (C * R * S = 64) too: pixel runs on wgmma rather than the direct kernel.
   auto expand = one("56", "56", "64", {{"k", "256"}});
-  const Config he = fam().heuristic(*expand, hopper);
-  CHECK(he.at("algo") == 1);
-  CHECK(he.at("mma") == 1);
-  CHECK(he.at("stages") == 3);
+  const Config he = pixel_runs_default(*expand);
   CHECK(he.at("tile_n") == 128);
-  CHECK(fam().validate(*expand, he, hopper).empty());
   CHECK(fam().heuristic(*expand, ampere).at("algo") == 0);
   // Small layers too (the neighbourhood keeps no other implicit GEMM there): 64-pixel tiles, split-K where the
   // tiles are few and the reduction long; K or N * P * Q of 32 or less (no legal 64 x 64 tile): registers.
@@ -570,15 +572,11 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
                                    {3, 4, 512, 128, 2}}) {
     auto q = one(std::to_string(h).c_str(), std::to_string(h).c_str(), std::to_string(c).c_str(),
                  {{"n", std::to_string(n)}, {"k", std::to_string(k)}});
-    const Config hq = fam().heuristic(*q, hopper);
+    const Config hq = pixel_runs_default(*q);
     INFO(q->signature(), " -> ", hq.text());
-    CHECK(hq.at("algo") == 1);
-    CHECK(hq.at("mma") == 1);
-    CHECK(hq.at("stages") == 3);
     CHECK(hq.at("repack") == 0);
     CHECK(hq.at("tile_m") == 64);
     CHECK(hq.at("split_k") == split);
-    CHECK(fam().validate(*q, hq, hopper).empty());
   }
   for (auto [n, h, k] : {std::array<std::int64_t, 3>{1, 4, 64}, {4, 14, 32}}) {
     auto q = one(std::to_string(h).c_str(), std::to_string(h).c_str(), "256",
