@@ -13,6 +13,12 @@ def cases():
                        nonzero((1024,), torch.float16)),
               lambda x, s, b: x.permute(0, 2, 1) * s + b, 2 * (2 * 64 * 1024 * 1024 + 1 + 1024),
               "x.permute(0, 2, 1) * s + b"),
+        # The same chain into a contiguous result: PyTorch keeps x's memory order above, so this one transposes.
+        _case("view_permute_scale_bias_contiguous_float16_64x1024x1024", "float16",
+              lambda: (nonzero((64, 1024, 1024), torch.float16), nonzero((), torch.float16),
+                       nonzero((1024,), torch.float16)),
+              lambda x, s, b: (x.permute(0, 2, 1) * s + b).contiguous(), 2 * (2 * 64 * 1024 * 1024 + 1 + 1024),
+              "(x.permute(0, 2, 1) * s + b).contiguous()"),
         _case("view_bias_add_float16_8192x1024", "float16",
               lambda: (nonzero((8192, 1024), torch.float16), nonzero((1024,), torch.float16)),
               lambda x, b: x + b, 2 * (2 * 8192 * 1024 + 1024), "x + b"),

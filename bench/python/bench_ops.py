@@ -73,18 +73,26 @@ def elementwise_cases():
 
 
 def elementwise_view_cases():
-    """The fused chains of bench/peer/elementwise_view.py through one jitune.torch elementwise call over the views."""
+    """The fused chains of bench/peer/elementwise_view.py through one jitune.torch elementwise call over the views
+    (the contiguous chain with out= a new contiguous tensor, as .contiguous() allocates one)."""
     calls = {"view_permute_scale_bias_float16_64x1024x1024":
              ("y = x * s + b", lambda x, s, b: (x.permute(0, 2, 1), s, b)),
+             "view_permute_scale_bias_contiguous_float16_64x1024x1024":
+             ("y = x * s + b", lambda x, s, b: (x.permute(0, 2, 1), s, b), True),
              "view_bias_add_float16_8192x1024": ("y = x + b", lambda x, b: (x, b)),
              "view_slice_mul_float32_8192x1024": ("y = a * b", lambda a, b: (a[:, 1:], b)),
              "view_broadcast3_float16_4096x4096": ("y = x * r + c", lambda x, r, c: (x, r, c))}
     for peer in peer_view.cases():
-        expr, views = calls[peer["case"]]
+        expr, views, *contiguous = calls[peer["case"]]
         _, _, (fn, args, good) = peer["setup"]()
         ins = views(*args)
-        yield _case(peer["case"], "elementwise_view", lambda e=expr, i=ins: jt.elementwise(e, *i),
-                    lambda fn=fn, a=args: fn(*a), lambda got, want, good=good: good(got), peer["bytes"])
+        if contiguous:
+            shape = torch.broadcast_shapes(*(t.shape for t in ins))
+            run = lambda e=expr, i=ins, n=shape: jt.elementwise(e, *i, out=i[0].new_empty(n))
+        else:
+            run = lambda e=expr, i=ins: jt.elementwise(e, *i)
+        yield _case(peer["case"], "elementwise_view", run, lambda fn=fn, a=args: fn(*a),
+                    lambda got, want, good=good: good(got), peer["bytes"])
 
 
 def permute_cases():

@@ -165,8 +165,8 @@ def _autograd_kernel(op, cuda, function, tensors_of, flatten):
         if needs_grad and _grad_enabled():
             if function is None:
                 raise RuntimeError(
-                    f"{op.name()}: an input requires grad, but this in-place op has no derivative; use the "
-                    "out-of-place op, or run it under torch.no_grad()")
+                    f"{op.name()}: an input requires grad, but this op writes into a given tensor and has no "
+                    "derivative; use the out-of-place op, or run it under torch.no_grad()")
             return function.apply(*flatten(args))
         if plain:
             return cuda(*args)
@@ -189,13 +189,13 @@ def _same(args):
 
 
 def _register(name: str, schema: str, cuda, fake, tensors_of, derivative: Optional[_Derivative], flatten=_same,
-              unflatten=_same):
+              unflatten=_same, mutates=False):
     _LIB.define(f"{name}{schema}")
     _LIB.impl(name, cuda, "CUDA")
     _LIB.impl(name, _host_kernel(name), "CPU")
     torch.library.register_fake(f"jitune::{name}", fake, lib=_LIB)
     op = getattr(torch.ops.jitune, name).default
-    function = None if name.endswith("_") else _make_function(name, op, derivative, unflatten)
+    function = None if mutates or name.endswith("_") else _make_function(name, op, derivative, unflatten)
     _LIB.impl(name, _autograd_kernel(op, cuda, function, tensors_of, flatten), "Autograd")
     return op
 
@@ -255,8 +255,7 @@ def _elementwise_regular(inputs) -> bool:
 
 def _elementwise_cuda(expr: str, inputs):
     if not inputs or not _elementwise_regular(inputs):
-        shape = _elementwise_check(expr, inputs)
-        return _elementwise_views(expr, inputs, shape)
+        return _elementwise_views(expr, inputs, _elementwise_result(expr, inputs))
     first = inputs[0]
     out = torch.empty_like(first)
     n = out.numel()
@@ -279,13 +278,88 @@ def _elementwise_cuda(expr: str, inputs):
     return out
 
 
-def _elementwise_views(expr: str, inputs, shape):
-    """Inputs of different shapes (broadcast) or any strides: one elementwise_view kernel over the views as they
-    are (no copies), into a new contiguous tensor of the broadcast shape."""
+def _dense(shape, strides) -> bool:
+    """Whether the elements of `shape` fill a block of memory exactly once (PyTorch's non-overlapping and dense)."""
+    step = 1
+    for size, stride in sorted((p for p in zip(shape, strides) if p[0] != 1), key=lambda p: p[1]):
+        if stride != step:
+            return False
+        step *= size
+    return True
+
+
+def _result_strides(shape, inputs):
+    """The strides PyTorch gives the result of one elementwise op over `inputs` broadcast to `shape` (TensorIterator's
+    rule), or None for contiguous: contiguous when every input is; channels_last when every input is a 4-d
+    channels_last tensor of `shape`; the inputs' strides when they all share them and are dense; else the dims in
+    the inputs' memory order (the first input whose strides tell two dims apart decides; broadcast dims are
+    skipped; equal strides put the smaller dim inside). So a permuted input gives a permuted result with no
+    transpose, as ``x.permute(0, 2, 1) * s + b`` does."""
+    same_shape = all(tuple(t.shape) == tuple(shape) for t in inputs)
+    if same_shape:
+        if all(t.is_contiguous() for t in inputs):
+            return None
+        if len(shape) == 4 and all(t.is_contiguous(memory_format=torch.channels_last) for t in inputs):
+            n, c, h, w = shape
+            return (h * w * c, 1, w * c, c) if n * c * h * w else None
+        first = tuple(inputs[0].stride())
+        if all(tuple(t.stride()) == first for t in inputs) and _dense(shape, first):
+            return first
+    ndim = len(shape)
+    if ndim < 2 or math.prod(shape) == 0:
+        return None
+    strides = []  # per input, over the broadcast dims: 0 where it is broadcast
+    for t in inputs:
+        st = [0] * ndim
+        offset = ndim - t.dim()
+        for k, (size, stride) in enumerate(zip(t.shape, t.stride())):
+            st[offset + k] = 0 if size == 1 and shape[offset + k] != 1 else stride
+        strides.append(st)
+
+    def order(d0, d1):  # 1: d0 goes outside d1; -1: inside; 0: no input tells
+        for st in strides:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = list(range(ndim - 1, -1, -1))  # innermost first; an insertion sort that leaves ties in place
+    for i in range(1, ndim):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = order(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    if perm == list(range(ndim - 1, -1, -1)):
+        return None
+    out, step = [0] * ndim, 1
+    for d in perm:
+        out[d] = step
+        step *= shape[d]
+    return tuple(out)
+
+
+def _elementwise_result(expr: str, inputs):
+    """The checked broadcast shape and a new result tensor laid out as PyTorch lays it out (_result_strides)."""
+    shape = _elementwise_check(expr, inputs)
+    strides = _result_strides(shape, inputs)
     first = inputs[0]
-    out = first.new_empty(shape)
+    return first.new_empty(shape) if strides is None else first.new_empty_strided(shape, strides)
+
+
+def _elementwise_views(expr: str, inputs, out):
+    """Inputs of different shapes (broadcast) or any strides: one elementwise_view kernel over the views as they
+    are (no copies), into `out` (any non-overlapping view of the broadcast shape; libjitune checks it)."""
     if out.numel() == 0:
         return out
+    first = inputs[0]
     values = [_DTYPE[first.dtype], len(inputs), 0]  # no scalar inputs: 0-d tensors are views with no dims
     for t in (out, *inputs):
         values += [t.dim(), *t.shape, t.dim(), *t.stride()]
@@ -303,8 +377,7 @@ def _elementwise_views(expr: str, inputs, shape):
 
 
 def _elementwise_fake(expr: str, inputs):
-    shape = _elementwise_check(expr, inputs)  # first: it says what is wrong with no inputs
-    return inputs[0].new_empty(shape)
+    return _elementwise_result(expr, inputs)  # checks first: it says what is wrong with no inputs
 
 
 _elementwise = _register("elementwise", "(str expr, Tensor[] inputs) -> Tensor", _elementwise_cuda,
@@ -312,12 +385,44 @@ _elementwise = _register("elementwise", "(str expr, Tensor[] inputs) -> Tensor",
                          lambda flat: (flat[0], list(flat[1:])))
 
 
-def elementwise(expr: str, *inputs: torch.Tensor) -> torch.Tensor:
+def _elementwise_out_check(expr: str, inputs, out):
+    shape = _elementwise_check(expr, inputs)
+    _need_same("elementwise", "out", out, "input 0", inputs[0])
+    if tuple(out.shape) != tuple(shape):
+        _fail(f"elementwise: out has shape {tuple(out.shape)} but the inputs broadcast to {tuple(shape)}; pass an "
+              "out of the broadcast shape")
+
+
+def _elementwise_out_cuda(expr: str, inputs, out):
+    _elementwise_out_check(expr, inputs, out)
+    _elementwise_views(expr, inputs, out)
+
+
+def _elementwise_out_fake(expr: str, inputs, out):
+    _elementwise_out_check(expr, inputs, out)
+
+
+_elementwise_out = _register("elementwise_out", "(str expr, Tensor[] inputs, Tensor(a!) out) -> ()",
+                             _elementwise_out_cuda, _elementwise_out_fake, lambda args: (*args[1], args[2]), None,
+                             mutates=True)
+
+
+def elementwise(expr: str, *inputs: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """`expr` ("z = x * y + 1") over float tensors of one dtype given in the order their names first appear on
-    the right-hand side; returns z, a new contiguous tensor. Same-shaped contiguous tensors take the elementwise
-    kernel; any others (broadcast by PyTorch's rules, permuted, sliced, expanded) take one elementwise_view kernel
-    over the views as they are: `elementwise("y = x * s + b", x.permute(0, 2, 1), s, b)` is one pass. No
-    derivative."""
+    the right-hand side; returns z. Same-shaped contiguous tensors take the elementwise kernel; any others
+    (broadcast by PyTorch's rules, permuted, sliced, expanded) take one elementwise_view kernel over the views as
+    they are. Without `out`, z is a new tensor laid out as PyTorch lays out the result of one op over the same
+    inputs: contiguous for contiguous inputs, else in the inputs' memory order, so
+    ``elementwise("y = x * s + b", x.permute(0, 2, 1), s, b)`` is one pass without a transpose, with the strides of
+    ``x.permute(0, 2, 1) * s + b``. With `out` (the broadcast shape and the inputs' dtype, any strides whose elements
+    do not overlap) z is written there and `out` returned: a contiguous `out` makes the same chain one transposing
+    pass. No derivative."""
+    if out is not None:
+        if _direct(*inputs, out):
+            _elementwise_out_cuda(expr, list(inputs), out)
+        else:
+            _elementwise_out(expr, list(inputs), out)
+        return out
     if _direct(*inputs):
         return _elementwise_cuda(expr, inputs)
     return _elementwise(expr, list(inputs))

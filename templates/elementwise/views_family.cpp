@@ -456,12 +456,18 @@ class ElementwiseViewFamily final : public Family {
   }
 
   // The fused chains of issue 21 (each operand as its merged view: the plan's shape and strides):
-  //   view_permute_scale_bias: y = x.permute(0, 2, 1) * s + b, x (64, 1024, 1024) float16, s a 0-d tensor, b (1024,)
+  //   view_permute_scale_bias: y = x.permute(0, 2, 1) * s + b, x (64, 1024, 1024) float16, s a 0-d tensor, b (1024,),
+  //                            y laid out as PyTorch lays it out (x's memory order: b is one value per row)
+  //   view_permute_scale_bias_contiguous: the same into a contiguous y (`.contiguous()`, or jitune.torch's out=): a
+  //                            transpose in the same pass
   //   view_bias_add:           y = x + b, x (8192, 1024) float16, b (1024,)
   //   view_slice_mul:          y = a[:, 1:] * b, a (8192, 1025) float32 (its rows start at every alignment)
   //   view_broadcast3:         y = x * r + c, x (4096, 4096) float16, r (4096,) a row, c (4096, 1) a column
   std::vector<std::pair<std::string, std::string>> default_suite() const override {
     return {{"view_permute_scale_bias_float16_64x1024x1024",
+             "dtype=float16;expr=y = x * s + b;layout=broadcast_column;shape=64,1024,1024;"
+             "strides=1048576,1024,1|1048576,1024,1|0,0,0|0,1,0"},
+            {"view_permute_scale_bias_contiguous_float16_64x1024x1024",
              "dtype=float16;expr=y = x * s + b;layout=inner_transpose;shape=64,1024,1024;"
              "strides=1048576,1024,1|1048576,1,1024|0,0,0|0,0,1"},
             {"view_bias_add_float16_8192x1024",

@@ -47,7 +47,9 @@ def test_elementwise_over_views_and_broadcasts(dtype):
     """Broadcast, permuted, sliced and expanded inputs: one elementwise_view kernel, the same values as PyTorch."""
     x = rand(4, 300, 200, dtype=dtype)
     s, b = rand(dtype=dtype), rand(300, dtype=dtype)
-    close(jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b), x.permute(0, 2, 1) * s + b)
+    got, want = jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b), x.permute(0, 2, 1) * s + b
+    close(got, want)
+    assert got.stride() == want.stride() == (60000, 1, 200)  # PyTorch's layout: x's memory order, no transpose
     a = rand(257, 130, dtype=dtype)
     c = rand(257, 129, dtype=dtype)
     close(jt.elementwise("y = a * c", a[:, 1:], c), a[:, 1:] * c)
@@ -56,6 +58,30 @@ def test_elementwise_over_views_and_broadcasts(dtype):
     e = rand(1, 77, dtype=dtype).expand(50, 77)
     close(jt.elementwise("y = e - m", e, m[:50, :77]), e - m[:50, :77])
     assert jt.elementwise("y = x + 1", rand(0, 5, dtype=dtype)).shape == (0, 5)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_elementwise_into_a_given_view(dtype):
+    """out= takes any non-overlapping view of the broadcast shape: a contiguous out makes the permuted chain one
+    transposing pass; a misaligned out (one element into its allocation), a permuted out, and under torch.compile
+    (the op declares out written). Poisoned outputs first; an overlapping out gets a clear error."""
+    x = rand(3, 260, 130, dtype=dtype)
+    s, b = rand(dtype=dtype), rand(260, dtype=dtype)
+    want = x.permute(0, 2, 1) * s + b
+    for out in (torch.empty(3, 130, 260, device="cuda", dtype=dtype),
+                torch.empty(3 * 130 * 260 + 1, device="cuda", dtype=dtype)[1:].view(3, 130, 260),
+                torch.empty(260, 3, 130, device="cuda", dtype=dtype).permute(1, 2, 0)):
+        out.fill_(float("nan"))
+        assert jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b, out=out) is out
+        close(out, want)
+    compiled = torch.compile(lambda a, c, d, o: jt.elementwise("y = x * s + b", a.permute(0, 2, 1), c, d, out=o),
+                             fullgraph=True)
+    out = torch.full((3, 130, 260), float("nan"), device="cuda", dtype=dtype)
+    compiled(x, s, b, out)
+    close(out, want)
+    with pytest.raises(jitune.InvalidArgumentError, match="overlap|share memory"):
+        jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b,
+                       out=torch.empty(3, 1, 260, device="cuda", dtype=dtype).expand(3, 130, 260))
 
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.int64, torch.uint8))

@@ -8,7 +8,7 @@ jt = pytest.importorskip("jitune.torch")
 import jitune  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
-OPS = ("elementwise", "permute", "upsample_nearest2d", "upsample_nearest2d_backward", "index_add", "index_add_",
+OPS = ("elementwise", "elementwise_out", "permute", "upsample_nearest2d", "upsample_nearest2d_backward", "index_add", "index_add_",
        "scatter_add", "scatter_add_", "dot", "conv2d", "conv2d_fused", "reduce_rows")
 
 
@@ -22,6 +22,7 @@ def test_every_op_is_registered_with_fake_and_autograd_kernels():
     # Mutation is declared where it happens, and only there.
     assert torch.ops.jitune.index_add_.default._schema.arguments[0].alias_info.is_write
     assert torch.ops.jitune.index_add.default._schema.arguments[0].alias_info is None
+    assert torch.ops.jitune.elementwise_out.default._schema.arguments[2].alias_info.is_write
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def fake():
 
 
 def cuda(*shape, dtype=torch.float32):
-    return torch.empty(*shape, dtype=dtype, device="cuda")
+    return torch.empty(shape, dtype=dtype, device="cuda")
 
 
 def test_fake_shapes_follow_the_ops(fake):
@@ -78,7 +79,7 @@ def test_fake_elementwise_broadcasts(fake):
     assert jt.elementwise("z = x * y", cuda(3, 1, 7, dtype=torch.float16), cuda(5, 1, dtype=torch.float16)).shape == \
         (3, 5, 7)
     y = jt.elementwise("z = x * y", x.permute(0, 3, 1, 2), cuda(5, dtype=torch.float16))
-    assert y.shape == (2, 7, 3, 5) and y.is_contiguous()
+    assert y.shape == (2, 7, 3, 5) and y.stride() == (105, 1, 35, 7)  # x's memory order, as x.permute(...) * y
 
 
 def test_meta_tensors_use_the_fake_rules():
@@ -135,3 +136,85 @@ def test_elementwise_has_no_derivative_and_says_so():
     assert y.requires_grad
     with pytest.raises(RuntimeError, match="has no derivative"):
         y.sum().backward()
+
+
+def _view_recipes(seed, count):
+    """Random views, as (base shape, list of (method, args)): permutes, slices with steps, expands of size-1 dims,
+    channels_last, lower-rank broadcasts and 0-d scalars; each applied to a host tensor and to a fake CUDA tensor."""
+    import random
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        full = [rng.choice((1, 2, 3, 5, 8)) for _ in range(rng.randint(1, 4))]
+        inputs = []
+        for _ in range(rng.randint(1, 3)):
+            kind = rng.random()
+            if kind < 0.15:
+                inputs.append(((), []))
+                continue
+            rank = rng.randint(1, len(full)) if kind < 0.35 else len(full)
+            shape = full[len(full) - rank:]
+            shape = [1 if rng.random() < 0.2 else n for n in shape]
+            steps = []
+            perm = list(range(rank))
+            rng.shuffle(perm)
+            base = [shape[perm.index(d)] for d in range(rank)]  # so that .permute(perm) gives `shape`
+            if rng.random() < 0.3:  # a sliced base: one extra element along a dim, sliced away
+                d = rng.randrange(rank)
+                base[d] += 1
+                steps.append(("narrow", (d, 1, base[d] - 1)))
+            steps.append(("permute", tuple(perm)))
+            if rng.random() < 0.3:  # expand some size-1 dims to the full size (stride 0)
+                sizes = [full[len(full) - rank + k] if n == 1 and rng.random() < 0.5 else n
+                         for k, n in enumerate(shape)]
+                steps.append(("expand", tuple(sizes)))
+            if rank == 4 and rng.random() < 0.3:
+                steps = [("contiguous_cl", ())]
+                base = shape
+            inputs.append((tuple(base), steps))
+        out.append(inputs)
+    return out
+
+
+def _apply(t, steps):
+    for method, args in steps:
+        if method == "contiguous_cl":
+            t = t.contiguous(memory_format=torch.channels_last)
+        else:
+            t = getattr(t, method)(*args)
+    return t
+
+
+def test_elementwise_results_are_laid_out_as_pytorch_lays_them_out():
+    """The result of jt.elementwise over views (fake CUDA tensors) has the strides PyTorch gives one op over the
+    same inputs on host tensors: neg for one input, mul for two, addcmul for three (TensorIterator ops over all
+    inputs at once)."""
+    checked = 0
+    mode = FakeTensorMode()
+    for inputs in _view_recipes(21, 400):
+        host = [_apply(torch.rand(base), steps) for base, steps in inputs]
+        try:
+            want = {1: torch.neg, 2: torch.mul, 3: torch.addcmul}[len(host)](*host)
+        except RuntimeError:
+            continue  # shapes that do not broadcast
+        if want.numel() == 0:
+            continue
+        with mode:
+            views = [_apply(cuda(*base), steps) for base, steps in inputs]
+            got = jt.elementwise("z = " + " * ".join("abc"[:len(views)]), *views)
+        assert got.shape == want.shape
+        assert got.stride() == want.stride(), (inputs, got.stride(), want.stride())
+        checked += 1
+    assert checked > 250
+
+
+def test_elementwise_out_writes_the_given_view(fake):
+    x, s, b = cuda(4, 6, 5, dtype=torch.float16), cuda(dtype=torch.float16), cuda(6, dtype=torch.float16)
+    kept = jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b)
+    assert kept.shape == (4, 5, 6) and kept.stride() == (30, 1, 5)  # x's memory order: no transpose
+    out = cuda(4, 5, 6, dtype=torch.float16)
+    assert jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b, out=out) is out
+    with pytest.raises(jitune.InvalidArgumentError, match=r"out has shape \(4, 6, 5\) but the inputs broadcast"):
+        jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b, out=cuda(4, 6, 5, dtype=torch.float16))
+    with pytest.raises(jitune.InvalidArgumentError, match="out"):
+        jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b, out=cuda(4, 5, 6))
