@@ -6,11 +6,14 @@ eager PyTorch and Inductor (max-autotune-no-cudagraphs), timed by bench/peer_tor
 rounds that alternate the sides. Inductor's kernels are listed with their launch shape (grid, block, registers)
 from a torch.profiler trace.
 
-Cases: x.permute(0, 2, 1).contiguous() over (64, 1024, 1024) float16 and float32 (the suite's permute cases), and
-x.permute(0, 2, 1) * s + b over (64, 1024, 1024) float16 (the suite's view chain; the variants fuse it).
+Cases: x.permute(0, 2, 1).contiguous() over (64, 1024, 1024) float16 and float32 (the suite's permute cases),
+"chain": x.permute(0, 2, 1) * s + b over (64, 1024, 1024) float16 into a contiguous result (the variants fuse it;
+jitune with out=), and "kept": the same chain in x's memory order, as PyTorch lays it out (no transpose), beside
+streaming kernels over memory offsets that find each pack's bias row by division (Inductor's indexing).
+--sector adds kernels without shared memory to the transposes (slow).
 
 A measurement, not a test: it prints a table and writes JSON; nothing in the library depends on it.
-usage: python3 bench/experiments/transpose_variants.py --json out.json [--rounds 3] [--only f16|f32|chain]
+usage: python3 bench/experiments/transpose_variants.py --json out.json [--rounds 3] [--only f16|f32|chain|kept]
 """
 import argparse
 import json
@@ -34,7 +37,7 @@ import jitune.torch as jt  # noqa: E402
 # input columns); K_T threads; K_MINB blocks an SM in the launch bound; K_PAD shared-memory row padding (elements);
 # K_ORDER 0: consecutive blocks walk along C (input rows), 1: along R (output rows); K_FUSE 1: y = x * s + b[r]
 # (float16). Every load of a tile is issued before the first shared-memory store. K_SEC 1 builds the kernel without
-# shared memory instead (sector_variant).
+# shared memory instead (sector_variant), K_SEC 2 the streaming kernel of the chain in x's memory order (flat_variant).
 SOURCE = r"""
 #include <cuda_fp16.h>
 #if K_S == 2
@@ -125,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(K_T, K_MINB) tr(const E* __restrict
     *reinterpret_cast<uint4*>(dst + (long long)c * R + sx * V) = w;
   }
 }
-#else
+#elif K_SEC == 1
 // Without shared memory (Triton's launch for the float16 chain): a thread reads K_V elements of one input column
 // from K_V consecutive rows (one scalar load each) and writes them as one K_V-element vector of an output row.
 // K_CL lanes walk along C, so each scalar load instruction reads whole 32-byte sectors of K_T / K_CL rows (float16:
@@ -169,6 +172,44 @@ extern "C" __global__ void __launch_bounds__(K_T) sec(const E* __restrict__ in, 
   }
 }
 #endif
+#if K_SEC == 2
+// The chain in x's memory order (PyTorch's layout, no transpose): y[e] = x[e] * s + b[(e / C) % R] over
+// memory offsets e, as Inductor's kernel indexes it. K_U packs of 8 halves a thread, K_T threads; K_GRID 0: one
+// tile per block (Triton's launch), else a grid-stride grid. K_DIV 0: the row by division, 1: one bias value per
+// K_T packs (K_T * 8 divides C).
+extern "C" __global__ void __launch_bounds__(K_T) flat(const uint4* __restrict__ in, uint4* __restrict__ out,
+                                                     unsigned packs, unsigned row_packs, unsigned rows,
+                                                     const __half* s, const __half* bias) {
+  const __half2 s2 = __half2half2(*s);
+  for (unsigned base = blockIdx.x * (K_T * K_U) + threadIdx.x; base < packs; base += gridDim.x * (K_T * K_U)) {
+    uint4 v[K_U];
+    __half b[K_U];
+#pragma unroll
+    for (int u = 0; u < K_U; ++u) {
+      const unsigned i = base + u * K_T;
+      if (i < packs) {
+        v[u] = in[i];
+#if K_DIV == 0
+        b[u] = bias[(i / row_packs) % rows];
+#else
+        b[u] = bias[((base - threadIdx.x + u * K_T) / row_packs) % rows];  // the block's row: one value
+#endif
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < K_U; ++u) {
+      const unsigned i = base + u * K_T;
+      if (i < packs) {
+        __half2* h = reinterpret_cast<__half2*>(&v[u]);
+        const __half2 b2 = __half2half2(b[u]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) h[j] = __hfma2(h[j], s2, b2);
+        out[i] = v[u];
+      }
+    }
+  }
+}
+#endif
 """
 
 _MODULES = {}
@@ -201,6 +242,53 @@ def sector_variant(x, out, v, cl, threads, uc, ur, order, fuse=None):
     args = (ptr(x), ptr(out), np.int32(R), np.int32(C), np.int32(R // tr), np.int32(C // tc), ptr(s), ptr(b))
     grid = B * (R // tr) * (C // tc)
     return lambda: fn((grid,), (threads,), args)
+
+
+SMS = torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def flat_variant(x, out, s, b, threads, u, grid_waves, div):
+    """The chain in x's memory order: a streaming kernel over memory offsets (x and the result share strides)."""
+    B, R, C = x.shape
+    packs = x.numel() // 8
+    fn = kernel("flat", SEC=2, S=2, T=threads, U=u, GRID=grid_waves, DIV=div)
+    tiles = -(-packs // (threads * u))
+    grid = tiles if grid_waves == 0 else min(tiles, grid_waves * SMS * (2048 // threads))
+    args = (ptr(x), ptr(out), np.uint32(packs), np.uint32(C // 8), np.uint32(R), ptr(s), ptr(b))
+    return lambda: fn((grid,), (threads,), args)
+
+
+FLAT = [(128, 1, 0, 0), (128, 1, 0, 1), (256, 1, 0, 0), (128, 2, 0, 0), (128, 4, 0, 0), (256, 2, 0, 0),
+        (128, 1, 32, 0), (256, 4, 8, 0), (512, 1, 0, 0), (1024, 1, 0, 0), (128, 2, 0, 1)]  # (threads, u, waves, div)
+
+
+def kept_part(rounds):
+    """x.permute(0, 2, 1) * s + b in x's memory order, as PyTorch lays it out: eager, Inductor, jitune's default
+    (the rows kernel) and streaming variants over memory offsets."""
+    x, s, b = nonzero((64, 1024, 1024), torch.float16), nonzero((), torch.float16), nonzero((1024,), torch.float16)
+    fn = lambda a, s_, b_: a.permute(0, 2, 1) * s_ + b_
+    want = fn(x.float(), s.float(), b.float()).half()
+    good = lambda got: got.stride() == want.stride() and torch.allclose(got.float(), want.float(), rtol=4e-3,
+                                                                        atol=4e-3)
+    compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", fullgraph=True, dynamic=False)
+    mine = lambda: jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b)
+    assert good(compiled(x, s, b)) and good(mine())
+    sides = {"eager": lambda: fn(x, s, b), "inductor": lambda: compiled(x, s, b), "jitune (rows kernel)": mine}
+    out = torch.empty_like(x)
+    for shape in FLAT:
+        name = "flat threads={},u={},waves={},div={}".format(*shape)
+        run = flat_variant(x, out, s, b, *shape)
+        out.fill_(float("nan"))
+        run()
+        torch.cuda.synchronize()
+        assert good(out.permute(0, 2, 1)), name
+        sides[name] = run
+    times = measure(sides, False, rounds)
+    rows = []
+    for k, us in sorted(times.items(), key=lambda kv: kv[1]):
+        rows.append({"case": "kept", "side": k, "us": us, "gbs": 4 * x.numel() / us / 1e3})
+        print(f"kept   {k:50s} {us:8.2f} us {rows[-1]['gbs']:7.1f} GB/s", flush=True)
+    return rows
 
 
 def inductor_launches(fn, args):
@@ -271,7 +359,7 @@ def part(kind, rounds, sector):
         args = (x, s, b)
         want = fn(x.float(), s.float(), b.float()).to(dtype)
         good = lambda got: torch.allclose(got.float(), want.float(), rtol=4e-3, atol=4e-3)
-        mine = lambda: jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b)
+        mine = lambda: jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b, out=torch.empty_like(x))
     else:
         fn = lambda a: a.permute(0, 2, 1).contiguous()
         args = (x,)
@@ -320,12 +408,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", choices=("f16", "f32", "chain"), action="append")
+    ap.add_argument("--only", choices=("f16", "f32", "chain", "kept"), action="append")
     ap.add_argument("--sector", action="store_true", help="also the kernels without shared memory (slow: 1.4-6x)")
     args = ap.parse_args()
     rows = []
-    for kind in args.only or ("f16", "f32", "chain"):
-        rows += part(kind, args.rounds, args.sector)
+    for kind in args.only or ("f16", "f32", "chain", "kept"):
+        rows += kept_part(args.rounds) if kind == "kept" else part(kind, args.rounds, args.sector)
         torch.cuda.empty_cache()
     with open(args.json, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=2)
