@@ -83,6 +83,14 @@ LayoutClass classify(const ViewPlan& p) {
   return transposed ? LayoutClass::kInnerTranspose : LayoutClass::kGeneral;
 }
 
+// Bit a set when input a is read along the row (inner stride not 0) and is not a scalar passed by value.
+unsigned dense_inputs(const ViewPlan& plan, unsigned scalars) {
+  unsigned mask = 0;
+  for (std::size_t a = 1; a < plan.strides.size(); ++a)
+    if (plan.strides[a].back() != 0 && !((scalars >> (a - 1)) & 1u)) mask |= 1u << (a - 1);
+  return mask;
+}
+
 }  // namespace
 
 std::string_view layout_class_name(LayoutClass layout) noexcept {
@@ -289,6 +297,11 @@ KernelSource view_source(const Expression& expression, DType dtype, const ViewPl
            std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +
            std::to_string(config.at("group")) + ", " + index + ", " +
            std::to_string(view_transposed_inputs(plan)) + "u, " + std::to_string(config.at("minblocks")) + ">";
+  else if (view_kernel(plan) == ViewKernel::kRows && config.at("flat") == 1)
+    name = "jitune::ewv::flat<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
+           std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +
+           std::to_string(config.at("unroll")) + ", " + index + ", " + std::to_string(dense_inputs(plan, scalars)) +
+           "u>";
   else if (view_kernel(plan) == ViewKernel::kRows)
     name = "jitune::ewv::rows<jitune_ew_op, " + type + ", " + arity + ", " + dims + ", " +
            std::to_string(config.at("pack")) + ", " + std::to_string(config.at("block")) + ", " +

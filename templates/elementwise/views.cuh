@@ -1,10 +1,12 @@
 // Elementwise over views (issue 21): the operands of templates/elementwise/views.hpp's plan, each with its own
-// strides over the merged shape (0 where it is broadcast). Three kernels:
+// strides over the merged shape (0 where it is broadcast). Three kernels, and flat beside rows:
 //   gather: any layout; each element's index is split over the dims and every operand's offset summed.
 //   rows:   the "rows" and "broadcast_column" classes: the inner dim is dense (stride 1) or constant (stride 0) for
 //           every operand; threads walk each row in kPack-element packs where the output's row start is aligned
 //           to the pack, each input dense along the row reading its pack as one vector where its own row start is
 //           aligned (checked per row: a sliced view's rows may not be) and element by element otherwise.
+//   flat:   the same classes as one run of packs over the output (each pack's row found by division), tuned
+//           against rows (config key flat).
 //   tiled:  the "inner_transpose" class: square tiles over dim kT (where the transposed inputs are dense) and the
 //           inner dim (where the output is dense); transposed inputs are read along kT in vectors into shared
 //           memory and used along the inner dim, the others read in place, the output written in vectors, so every
@@ -171,6 +173,83 @@ __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
 #pragma unroll
         for (int a = 0; a < kArity; ++a) v[a] = dense[a] ? to_float(in[a][c]) : fixed[a];
         out[c] = from_float<T>(op(v));
+      }
+    }
+  }
+}
+
+/// The unsigned integer of an index's width (the flat kernel's offsets: unsigned division is the cheaper one).
+template <int kBytes>
+struct UnsignedOf {
+  typedef unsigned long long type;
+};
+template <>
+struct UnsignedOf<4> {
+  typedef unsigned type;
+};
+
+// flat ([flat] = 1): the same classes as one run of packs over the output's elements in the plan's index order:
+// pack i holds elements e = i * kPack on, of row e / cols (each operand's row start from split_index, in unsigned
+// arithmetic) at column e % cols. No thread idles on short rows and no per-row setup sits between a thread's
+// packs: Inductor's indexing of x.permute(0, 2, 1) * s + b in x's memory order. kDense (by the plan): bit a set
+// when input a is dense along the row (a vector per pack), clear when it is constant there (one value per pack).
+// The host allows it where rows are whole packs and every operand dense along the row has outer strides that are
+// multiples of the pack; pointers off the pack's alignment go element by element (checked once per thread).
+template <class Op, class T, int kArity, int kDims, int kPack, int kBlock, int kUnroll, class Index, unsigned kScalars,
+          unsigned kDense>
+__global__ void __launch_bounds__(kBlock) flat(ViewParams<T, kArity, kDims> p) {
+  static_assert(kDims >= 2, "flat needs an outer and an inner dim");
+  typedef Pack<T, kPack> P;
+  typedef typename UnsignedOf<sizeof(Index)>::type U;
+  const Op op;
+  const U cols = static_cast<U>(p.shape[kDims - 1]);
+  const U packs = static_cast<U>(p.n) / kPack;
+  const U tile = static_cast<U>(kBlock) * kUnroll;
+  bool vec = reinterpret_cast<unsigned long long>(p.out) % (sizeof(T) * kPack) == 0;
+#pragma unroll
+  for (int a = 0; a < kArity; ++a)
+    if ((kDense >> a) & 1u) vec = vec && reinterpret_cast<unsigned long long>(p.in[a]) % (sizeof(T) * kPack) == 0;
+  for (U base = static_cast<U>(blockIdx.x) * tile + threadIdx.x; base < packs;
+       base += static_cast<U>(gridDim.x) * tile) {
+    P x[kUnroll][kArity];
+    float fixed[kUnroll][kArity];
+    U out_at[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const U i = base + static_cast<U>(u) * kBlock;
+      if (i >= packs) continue;
+      const U e = i * kPack, row = e / cols, col = e - row * cols;
+      U at[kArity + 1];
+      split_index<kArity, kDims - 2>(p, row, at);
+      out_at[u] = at[0] + col;
+#pragma unroll
+      for (int a = 0; a < kArity; ++a) {
+        if (!((kDense >> a) & 1u)) {
+          fixed[u][a] = load_input<kScalars>(p, a, at[a + 1]);
+        } else if (vec) {
+          x[u][a] = *reinterpret_cast<const P*>(p.in[a] + at[a + 1] + col);
+        } else {
+#pragma unroll
+          for (int k = 0; k < kPack; ++k) x[u][a].v[k] = p.in[a][at[a + 1] + col + k];
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (base + static_cast<U>(u) * kBlock >= packs) continue;
+      P y;
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        float v[kArity];
+#pragma unroll
+        for (int a = 0; a < kArity; ++a) v[a] = (kDense >> a) & 1u ? to_float(x[u][a].v[k]) : fixed[u][a];
+        y.v[k] = from_float<T>(op(v));
+      }
+      if (vec) {
+        *reinterpret_cast<P*>(p.out + out_at[u]) = y;
+      } else {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) p.out[out_at[u] + k] = y.v[k];
       }
     }
   }

@@ -71,7 +71,8 @@ std::vector<std::int64_t> broadcast_shape(std::span<const std::vector<std::int64
 std::vector<std::int64_t> dense_strides(std::span<const std::int64_t> shape);
 
 /// Which kernel of views.cuh a plan runs: `rows` for the rows and broadcast_column classes with rows of 128
-/// elements or more, `tiled` for inner_transpose, `gather` otherwise.
+/// elements or more (or `flat` over the same plans, by config key flat), `tiled` for inner_transpose, `gather`
+/// otherwise.
 enum class ViewKernel { kGather, kRows, kTiled };
 ViewKernel view_kernel(const ViewPlan& plan) noexcept;
 
@@ -95,7 +96,8 @@ std::vector<std::int64_t> view_extents(const ViewPlan& plan);
 bool views_need_index64(const ViewPlan& plan);
 
 /// The program and kernel name for `plan` (at most 8 merged dims): config keys block and unroll, pack for the
-/// rows and tiled kernels, tile for the tiled kernel (its edge; it takes unroll 1). Bit a of `scalars` makes input a a scalar the
+/// rows and tiled kernels, flat (1: the flat kernel instead of rows), tile for the tiled kernel (its edge; it takes
+/// unroll 1). Bit a of `scalars` makes input a a scalar the
 /// call passes by value (planned as a 0-d view). Throws InvalidArgument for more than 8 dims or inputs.
 KernelSource view_source(const Expression& expression, DType dtype, const ViewPlan& plan, const Config& config,
                          unsigned scalars = 0);

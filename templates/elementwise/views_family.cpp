@@ -152,6 +152,29 @@ std::string check_tiled(const ViewProblem& p, const Config& config) {
   return {};
 }
 
+// Why the flat kernel cannot take `config`, empty if it can: it runs the rows kernel's plans, in packs that never
+// cross a row, each staying aligned where its row start is.
+std::string check_flat(const ViewProblem& p, const Config& config) {
+  if (view_kernel(p.plan()) != ViewKernel::kRows)
+    return "flat is for the rows kernel (rows and broadcast_column with rows of 128 elements or more); this problem (" +
+           std::string(layout_class_name(p.plan().layout)) + ") takes flat 0";
+  const std::int64_t pack = config.at("pack");
+  const auto& shape = p.plan().shape;
+  const auto& strides = p.plan().strides;
+  if (shape.back() % pack != 0)
+    return "flat with pack " + std::to_string(pack) + " needs rows that are whole packs (" +
+           std::to_string(shape.back()) + " elements is not)";
+  for (std::size_t o = 0; o < strides.size(); ++o) {
+    if (strides[o].back() != 1) continue;  // constant along the row: one value a pack
+    for (std::size_t d = 0; d + 1 < shape.size(); ++d)
+      if (strides[o][d] % pack != 0)
+        return "flat with pack " + std::to_string(pack) + " needs the row pitches of " +
+               (o == 0 ? std::string("the output") : "input " + std::to_string(o - 1)) + " to be multiples of it (" +
+               std::to_string(strides[o][d]) + " is not)";
+  }
+  return {};
+}
+
 class ElementwiseViewFamily final : public Family {
  public:
   ElementwiseViewFamily()
@@ -165,6 +188,9 @@ class ElementwiseViewFamily final : public Family {
             {"waves", {1, 2, 4, 8, 32, 256},
              "grid cap: at most waves x (blocks resident on the GPU at once); 256: in effect one tile per block"},
             {"minblocks", {1, 4, 8}, "tiled kernel: blocks per SM the compiler must fit in registers (1: no bound)"},
+            {"flat", {0, 1},
+             "rows and broadcast_column: 1 runs the flat kernel (one run of packs over the output, each pack's row "
+             "found by division), 0 the rows kernel (a block a row at a time)"},
         }) {}
 
   std::string_view name() const override { return "elementwise_view"; }
@@ -228,12 +254,12 @@ class ElementwiseViewFamily final : public Family {
       for (std::int64_t pack = widest; pack >= 1; pack /= 2)
         for (std::int64_t tile : {64, 32})
           for (std::int64_t block : {256, 128, 512}) {
-            Config c{{"block", block}, {"unroll", 1},  {"pack", pack},    {"tile", tile},
-                     {"group", 1},     {"waves", 32}, {"minblocks", 1}};
+            Config c{{"block", block}, {"unroll", 1},    {"pack", pack},   {"tile", tile},
+                     {"group", 1},     {"waves", 32},   {"minblocks", 1}, {"flat", 0}};
             if (check_tiled(p, c).empty()) return c;
           }
-      return Config{{"block", 256}, {"unroll", 1}, {"pack", 1},     {"tile", 32},
-                    {"group", 1},     {"waves", 32}, {"minblocks", 1}};  // fits
+      return Config{{"block", 256}, {"unroll", 1},    {"pack", 1},      {"tile", 32},
+                    {"group", 1},     {"waves", 32},   {"minblocks", 1}, {"flat", 0}};  // fits
     }
     return Config{{"block", 256},
                   {"unroll", kernel == ViewKernel::kGather ? 2 : 1},
@@ -241,7 +267,8 @@ class ElementwiseViewFamily final : public Family {
                   {"tile", 32},
                   {"group", 1},
                   {"waves", 32},
-                  {"minblocks", 1}};
+                  {"minblocks", 1},
+                  {"flat", 0}};
   }
 
   std::string check(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
@@ -261,6 +288,8 @@ class ElementwiseViewFamily final : public Family {
              " threads an SM holds";
     if (kernel == ViewKernel::kTiled)
       if (std::string why = check_tiled(p, config); !why.empty()) return why;
+    if (config.at("flat") == 1)
+      if (std::string why = check_flat(p, config); !why.empty()) return why;
     const std::int64_t bytes = pack * static_cast<std::int64_t>(dtype_size(p.dtype()));
     if (bytes > 16)
       return "pack " + std::to_string(pack) + " moves " + std::to_string(bytes) +
@@ -279,6 +308,9 @@ class ElementwiseViewFamily final : public Family {
   LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
     const auto& p = static_cast<const ViewProblem&>(problem);
     const std::int64_t block = config.at("block"), unroll = config.at("unroll");
+    if (view_kernel(p.plan()) == ViewKernel::kRows && config.at("flat") == 1)  // block * unroll packs per tile
+      return grid_stride_shape(p.plan().elements / config.at("pack"), block, block * unroll, config.at("waves"),
+                               device);
     if (view_kernel(p.plan()) == ViewKernel::kRows) {  // whole rows per block
       const std::int64_t rows = p.plan().elements / p.plan().shape.back();
       return grid_stride_shape(rows, block, 1, config.at("waves"), device);

@@ -222,10 +222,10 @@ TEST_CASE("elementwise_view: every config of the tiled kernel (inner_transpose) 
   }
 }
 
-TEST_CASE("elementwise_view: every config of the rows kernel matches the CPU reference") {
+TEST_CASE("elementwise_view: every config of the rows and flat kernels matches the CPU reference") {
   // A bias per row (broadcast_column, as PyTorch lays out x.permute(0, 2, 1) * s + b), a row and a column, rows of
   // 130 elements (a whole number of packs of 2 only: wider packs go element by element), a sliced input whose rows
-  // start at every alignment (kMixed).
+  // start at every alignment (kMixed; flat only with pack 1).
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
   const Family& f = family("elementwise_view");
@@ -240,7 +240,7 @@ TEST_CASE("elementwise_view: every config of the rows kernel matches the CPU ref
     opt.strategy = tuner::Strategy::kExhaustive;
     const tuner::TuneReport r = tuner::tune(rt, f, *p, opt);
     INFO(sig, tuner::status_counts(r.candidates));
-    int ok = 0, several = 0;
+    int ok = 0, several = 0, flat = 0;
     for (const auto& c : r.candidates) {
       INFO(c.config.text(), ": ", c.status, " ", c.reason);
       // Many packs in flight in a wide block may make ptxas spill: the tuner rejects that candidate, nothing else.
@@ -248,10 +248,39 @@ TEST_CASE("elementwise_view: every config of the rows kernel matches the CPU ref
       CHECK((c.status == "ok" || c.status == "cut" || spilled));
       ok += c.status == "ok";
       several += c.status == "ok" && c.config.at("unroll") > 1 && c.config.at("pack") > 1;
+      flat += c.status == "ok" && c.config.at("flat") == 1;
     }
     CHECK(ok > 10);
     CHECK(several > 0);  // packs are the rows kernel's (the gather kernel takes pack 1)
+    CHECK(flat > 0);     // and the flat kernel ran the same plans
   }
+}
+
+TEST_CASE("elementwise_view: the flat kernel through the public call, aligned and with pointers off its packs") {
+  // A bias per row in PyTorch's layout of x.permute(0, 2, 1) * s + b, with the flat kernel stored as the tuned
+  // config: aligned buffers move 16-byte packs; an input and the output off 16 bytes go element by element.
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& f = family("elementwise_view");
+  const auto p = f.parse_problem("dtype=float16;expr=y = x * s + b;layout=broadcast_column;shape=5,97,128;"
+                                 "strides=12416,128,1|12416,128,1|0,0,0|0,1,0");
+  cache::Record rec;
+  rec.key = internal::impl(rt).record_key(f, *p);
+  rec.group = p->group();
+  rec.features = p->features();
+  rec.config = "block=128,flat=1,group=1,minblocks=1,pack=8,tile=32,unroll=2,waves=32";
+  REQUIRE(f.check(*p, Config::parse(rec.config), rt.device()).empty());
+  rec.time_us = 1;
+  rec.reps = 1;
+  rec.created_at = "2026-11-27T00:00:00Z";
+  internal::impl(rt).user_store->put(rec);
+  rt.reload();
+  REQUIRE(rt.explain("elementwise_view", p->signature()).config == rec.config);
+  const Dims shape = {5, 97, 128};
+  for (std::size_t off : {0, 1, 3})
+    CHECK(check_views(rt, "y = x * s + b", DType::kFloat16,
+                      {{shape, dense(shape), off}, {{}, {}, 0}, {{97, 1}, {1, 0}, off}}, {shape, dense(shape), off},
+                      40 + off) == LayoutClass::kBroadcastColumn);
 }
 
 TEST_CASE("elementwise_view refuses bad views with clear errors") {

@@ -244,18 +244,22 @@ TEST_CASE("NVRTC compiles the view kernels for every layout class, dtype and sm_
     REQUIRE(view_kernel(plan) == c.kernel);
     if (c.kernel == ViewKernel::kTiled) CHECK(templates::elementwise::view_transposed_dim(plan) == 1);
     for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
-      for (const char* arch : {"sm_80", "sm_90"}) {
-        // the tiled case's 50 rows and 60 columns take pack 2 at most
-        const std::int64_t pack = c.kernel == ViewKernel::kTiled ? 2 : 16 / static_cast<std::int64_t>(dtype_size(dtype));
-        const Config config{{"block", 256}, {"unroll", 2},  {"pack", pack},
-                            {"tile", 64},     {"group", 4}, {"minblocks", c.kernel == ViewKernel::kTiled ? 4 : 1}};
-        const KernelSource src = view_source(expr, dtype, plan, config);
-        const CompiledProgram out = compiler.compile(src.program, {src.name_expression}, arch, true);
-        INFO(c.what, " ", dtype_name(dtype), " ", arch, " ", src.name_expression, "\n", out.log);
-        REQUIRE(out.ok);
-        CHECK(out.resources.at(0).registers > 0);
-        CHECK_FALSE(out.resources.at(0).spills());
-      }
+      for (const char* arch : {"sm_80", "sm_90"})
+        for (std::int64_t flat : {0, 1}) {  // the rows kernel's plans also run the flat kernel
+          if (flat == 1 && c.kernel != ViewKernel::kRows) continue;
+          // the tiled case's 50 rows and 60 columns take pack 2 at most
+          const std::int64_t pack =
+              c.kernel == ViewKernel::kTiled ? 2 : 16 / static_cast<std::int64_t>(dtype_size(dtype));
+          const Config config{{"block", 256}, {"unroll", 2},  {"pack", pack},
+                              {"tile", 64},     {"group", 4}, {"minblocks", c.kernel == ViewKernel::kTiled ? 4 : 1},
+                              {"flat", flat}};
+          const KernelSource src = view_source(expr, dtype, plan, config);
+          const CompiledProgram out = compiler.compile(src.program, {src.name_expression}, arch, true);
+          INFO(c.what, " ", dtype_name(dtype), " ", arch, " ", src.name_expression, "\n", out.log);
+          REQUIRE(out.ok);
+          CHECK(out.resources.at(0).registers > 0);
+          CHECK_FALSE(out.resources.at(0).spills());
+        }
   }
 }
 
@@ -506,6 +510,24 @@ TEST_CASE("the elementwise_view family: the tiled kernel's rules, default and pe
   c = f.heuristic(*rows, dev);
   c.set("minblocks", 4);
   CHECK(f.check(*rows, c, dev).find("minblocks 1") != std::string::npos);
+  // flat runs the rows kernel's plans in packs that never cross a row and stay aligned with each row start
+  c = f.heuristic(*rows, dev);
+  c.set("flat", 1);
+  c.set("pack", 4);
+  CHECK(f.check(*rows, c, dev).empty());
+  c.set("pack", 8);  // 700 elements a row is not whole packs of 8
+  CHECK(f.check(*rows, c, dev).find("rows that are whole packs (700 elements is not)") != std::string::npos);
+  const auto sliced = f.parse_problem("dtype=float32;expr=y = a * b;layout=rows;shape=64,1024;"
+                                      "strides=1024,1|1025,1|1024,1");
+  c = f.heuristic(*sliced, dev);
+  c.set("flat", 1);
+  CHECK(f.check(*sliced, c, dev).find("row pitches of input 0 to be multiples of it (1025 is not)") !=
+        std::string::npos);
+  c.set("pack", 1);
+  CHECK(f.check(*sliced, c, dev).empty());
+  c = f.heuristic(*three, dev);
+  c.set("flat", 1);
+  CHECK(f.check(*three, c, dev).find("flat is for the rows kernel") != std::string::npos);
   // minblocks bounds the registers of the tiled kernel; blocks x threads must fit an SM
   c = def;
   c.set("minblocks", 8);
