@@ -225,7 +225,8 @@ TEST_CASE("elementwise_view: every config of the tiled kernel (inner_transpose) 
 TEST_CASE("elementwise_view: every config of the rows and flat kernels matches the CPU reference") {
   // A bias per row (broadcast_column, as PyTorch lays out x.permute(0, 2, 1) * s + b), a row and a column, rows of
   // 130 elements (a whole number of packs of 2 only: wider packs go element by element), a sliced input whose rows
-  // start at every alignment (kMixed; flat only with pack 1).
+  // start at every alignment (kMixed; flat only with pack 1), an output with gaps after each row and plane
+  // (pitches 264 and 2000: the elements between stay as they were).
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
   const Family& f = family("elementwise_view");
@@ -234,7 +235,8 @@ TEST_CASE("elementwise_view: every config of the rows and flat kernels matches t
         "strides=12416,128,1|12416,128,1|0,0,0|0,1,0",
         "dtype=float32;expr=y = x * r + c;layout=broadcast_column;shape=123,200;strides=200,1|200,1|0,1|1,0",
         "dtype=float16;expr=y = x + b;layout=broadcast_column;shape=301,130;strides=130,1|130,1|1,0",
-        "dtype=bfloat16;expr=y = a * b;layout=rows;shape=77,136;strides=136,1|137,1|136,1"}) {
+        "dtype=bfloat16;expr=y = a * b;layout=rows;shape=77,136;strides=136,1|137,1|136,1",
+        "dtype=float32;expr=y = x - b;layout=rows;shape=6,7,256;strides=2000,264,1|1792,256,1|0,0,1"}) {
     const auto p = f.parse_problem(sig);
     tuner::TuneOptions opt;
     opt.strategy = tuner::Strategy::kExhaustive;

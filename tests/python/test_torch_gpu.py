@@ -82,6 +82,9 @@ def test_elementwise_into_a_given_view(dtype):
     with pytest.raises(jitune.InvalidArgumentError, match="overlap|share memory"):
         jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b,
                        out=torch.empty(3, 1, 260, device="cuda", dtype=dtype).expand(3, 130, 260))
+    square = rand(64, 64, dtype=dtype)
+    with pytest.raises(jitune.InvalidArgumentError, match="overlaps"):  # reading a transposed self while writing
+        jt.elementwise("y = x + 1", square.t(), out=square)
 
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.int64, torch.uint8))
