@@ -9,7 +9,11 @@
 # With "vs_inductor": jitune's Python path and Inductor in one process (bench/python/vs_inductor.py), per family.
 # With "profile": Nsight Compute on one call of jitune and of Inductor per case whose name contains an argument
 #   (bench/python/vs_inductor.py --profile; the arguments are case texts, not families), and Inductor's code.
-#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|vs_inductor|firstcall|profile|all] [family ...]
+# With "metrics": Nsight Compute counters (DRAM bytes and rate, L2 hits, sectors per request, shared-memory conflicts,
+#   occupancy, launch shape) of both sides of each case whose name contains an argument (one process), paired per
+#   case by bench/python/ncu_pairs.py into metrics.md.
+#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|vs_inductor|firstcall|profile|metrics|all]
+#          [family ...]
 #   (default: all)
 set -uo pipefail
 what=${1:-all}
@@ -86,6 +90,16 @@ if [ "$what" = profile ]; then
     grep -E '^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|L2 Hit|Grid Size|Block Size|Registers Per|Achieved Occupancy' \
       "$out/profile_$c.txt" | head -60
   done
+fi
+if [ "$what" = metrics ]; then
+  export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}
+  metrics=$(python3 -c 'import sys; sys.path.insert(0, "bench/python"); import ncu_pairs
+print(",".join(m for m, _, _ in ncu_pairs.METRICS))')
+  case_args=()
+  for c in "${families[@]}"; do case_args+=(--case "$c"); done
+  ncu --profile-from-start off --clock-control none --csv --page raw --print-units base --metrics "$metrics" \
+    python3 bench/python/vs_inductor.py --profile "${case_args[@]}" > "$out/metrics.txt" 2>&1 || status=1
+  python3 bench/python/ncu_pairs.py "$out/metrics.txt" --markdown "$out/metrics.md" || status=1
 fi
 if [ "$what" = python ] || [ "$what" = all ]; then
   export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}

@@ -10,9 +10,12 @@ PyTorch eager, Inductor against the case's check), then, in rounds that alternat
   graph_us:  bench_ops.graph_us: calls captured into a CUDA graph (5 a graph for large cases, 100 for small ones),
              replays between events: device time with no host work at all.
 The figure of each side is the median over rounds of each round's median.
-With --profile: no timing; after both checks, one call of each side between cudaProfilerStart and Stop, for
+With --profile: no timing; after both checks, one call of each side between cudaProfilerStart and Stop, each side
+followed by torch.cuda._sleep's `spin_kernel` as a separator, for
   ncu --profile-from-start off --clock-control none ... python3 bench/python/vs_inductor.py --profile --case X
-(bench/device.sh profile runs that; TORCH_LOGS=output_code shows Inductor's kernel source).
+(bench/device.sh profile and metrics run that; TORCH_LOGS=output_code shows Inductor's kernel source;
+bench/python/ncu_pairs.py pairs the two sides' kernels per case from ncu's CSV).
+A --case text that starts with "=" must match a case's whole name (mul_float32_1 is a prefix of other cases).
 usage: python3 bench/python/vs_inductor.py --json out.json [--family F ...] [--case TEXT ...] [--rounds 3] [--profile]
        python3 bench/python/vs_inductor.py --summarize a.json [b.json ...]  (a markdown table of earlier runs'
        rows, a later file's row replacing an earlier one of the same case; needs no GPU)
@@ -100,7 +103,8 @@ def main():
         make = bench_ops.FAMILIES[family]
         for case in make():
             name = case["case"]
-            if args.case and not any(text in name for text in args.case):
+            if args.case and not any(name == text[1:] if text.startswith("=") else text in name
+                                     for text in args.case):
                 continue
             if name not in peers:
                 continue
@@ -118,6 +122,7 @@ def main():
                 torch.cuda.cudart().cudaProfilerStart()
                 for run in sides.values():
                     run()
+                    torch.cuda._sleep(1)  # spin_kernel: where this side's kernels end in ncu's list
                 torch.cuda.synchronize()
                 torch.cuda.cudart().cudaProfilerStop()
                 continue
