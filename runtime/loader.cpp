@@ -3,6 +3,8 @@
 // check.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "runtime/runtime_impl.hpp"
 
@@ -101,14 +103,28 @@ void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& d
       std::min<std::uint64_t>((shape.balance_units + per_block - 1) / per_block, 0x7fffffff));
 }
 
+namespace {
+// JITUNE_NO_PROGRAMMATIC_LAUNCH=1 launches every kernel in stream order (the kernels' griddepcontrol.wait is then a
+// no-op): the same build with and without overlapped launches, for a side-by-side measurement or a tool that
+// mishandles programmatic launches.
+bool programmatic_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("JITUNE_NO_PROGRAMMATIC_LAUNCH");
+    return v == nullptr || *v == '\0' || std::string_view(v) == "0";
+  }();
+  return allowed;
+}
+}  // namespace
+
 CUresult launch_kernel(CUfunction function, const LaunchShape& shape, CUstream stream, void** args) {
   const driver::Api& api = driver::api();
-  if (!shape.programmatic && !shape.cooperative)
+  const bool programmatic = shape.programmatic && programmatic_allowed();
+  if (!programmatic && !shape.cooperative)
     return api.cuLaunchKernel(function, shape.grid.x, shape.grid.y, shape.grid.z, shape.block.x,
                               shape.block.y, shape.block.z, shape.shared_bytes, stream, args, nullptr);
   CUlaunchAttribute attributes[2]{};
   unsigned count = 0;
-  if (shape.programmatic) {
+  if (programmatic) {
     attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attributes[count++].value.programmaticStreamSerializationAllowed = 1;
   }

@@ -92,7 +92,9 @@ class ElementwiseFamily final : public Family {
   LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
     const auto& p = static_cast<const ElementwiseProblem&>(problem);
     const std::int64_t block = config.at("block"), pack = config.at("pack"), unroll = config.at("unroll");
-    return grid_stride_shape(p.n() / pack, block, block * unroll, config.at("waves"), device);
+    LaunchShape s = grid_stride_shape(p.n() / pack, block, block * unroll, config.at("waves"), device);
+    s.programmatic = device.cc() >= 90;  // the kernel waits (griddepcontrol.wait) before touching memory
+    return s;
   }
 
   std::unique_ptr<Problem> problem_from_call(const CallArgs& args) const override {

@@ -4,9 +4,11 @@
 // sits `shift` elements past a pack boundary there (a view offset by a few elements) is read as two aligned packs
 // and realigned in registers with funnel shifts, so mixed alignment keeps full-width accesses (the second pack is
 // the neighbouring thread's first, an L1 hit). Elements before the vector region and after it go through a
-// scalar path, so any element alignment is correct and no access leaves a buffer.
+// scalar path, so any element alignment is correct and no access leaves a buffer. On sm_90 the host launches it
+// programmatically (the launch overlaps the previous kernel's drain; the kernel waits before touching memory).
 #pragma once
 
+#include "common/pdl.cuh"
 #include "common/realign.cuh"
 #include "common/types.cuh"
 
@@ -45,6 +47,7 @@ __global__ void __launch_bounds__(kBlock) elementwise(Params<T, kArity> p) {
     in[a] = reinterpret_cast<const Pack<T, kPack>*>(p.in[a] + (head - shift[a]));
   }
   Pack<T, kPack>* out = reinterpret_cast<Pack<T, kPack>*>(p.out + head);
+  wait_for_previous_kernel();
 
   for (Index base = static_cast<Index>(blockIdx.x) * tile + threadIdx.x; base < packs;
        base += static_cast<Index>(gridDim.x) * tile) {

@@ -13,6 +13,7 @@
 //           global access is coalesced.
 #pragma once
 
+#include "common/pdl.cuh"
 #include "common/types.cuh"
 
 namespace jitune {
@@ -64,6 +65,7 @@ __global__ void __launch_bounds__(kBlock) gather(ViewParams<T, kArity, kDims> p)
   const Op op;
   const Index n = static_cast<Index>(p.n);
   const Index tile = static_cast<Index>(kBlock) * kUnroll;
+  wait_for_previous_kernel();
   for (Index base = static_cast<Index>(blockIdx.x) * tile + threadIdx.x; base < n;
        base += static_cast<Index>(gridDim.x) * tile) {
     float v[kUnroll][kArity];
@@ -141,6 +143,7 @@ __global__ void __launch_bounds__(kBlock) rows(ViewParams<T, kArity, kDims> p) {
   const Index rows_total = static_cast<Index>(p.n) / cols;
   // Blocks take whole rows in a grid-stride loop; a block's threads sweep the row in tiles of
   // kBlock * kUnroll * kPack elements.
+  wait_for_previous_kernel();
   for (Index r = blockIdx.x; r < rows_total; r += gridDim.x) {
     Index at[kArity + 1];
     split_index<kArity, kDims - 2>(p, r, at);  // the row's start: an index over the outer dims
@@ -209,6 +212,7 @@ __global__ void __launch_bounds__(kBlock) flat(ViewParams<T, kArity, kDims> p) {
 #pragma unroll
   for (int a = 0; a < kArity; ++a)
     if ((kDense >> a) & 1u) vec = vec && reinterpret_cast<unsigned long long>(p.in[a]) % (sizeof(T) * kPack) == 0;
+  wait_for_previous_kernel();
   for (U base = static_cast<U>(blockIdx.x) * tile + threadIdx.x; base < packs;
        base += static_cast<U>(gridDim.x) * tile) {
     P x[kUnroll][kArity];
@@ -360,6 +364,7 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks) tiled(ViewParams<T, kArity
   Index t = blockIdx.x;
   if (t >= tiles) return;  // the whole block: no barrier is skipped by part of it
   ViewTileSpot<kArity, Index> spot = locate_view_tile<kArity, kDims, kT, kTile, kGroup>(p, t, tiles_r, tiles_c);
+  wait_for_previous_kernel();
   load(spot);
   while (true) {
 #pragma unroll
@@ -405,6 +410,10 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks) tiled(ViewParams<T, kArity
             const Vec x = *reinterpret_cast<const Vec*>(at);
 #pragma unroll
             for (int j = 0; j < kVec; ++j) v[j][a] = to_float(x.v[j]);
+          } else if (pitch == 0) {  // constant along the columns (a 0-d tensor's element, a per-row value): one load
+            const float x = to_float(*at);
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) v[j][a] = x;
           } else {
 #pragma unroll
             for (int j = 0; j < kVec; ++j) v[j][a] = to_float(at[j * pitch]);

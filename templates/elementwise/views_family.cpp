@@ -306,25 +306,9 @@ class ElementwiseViewFamily final : public Family {
   }
 
   LaunchShape launch_shape(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
-    const auto& p = static_cast<const ViewProblem&>(problem);
-    const std::int64_t block = config.at("block"), unroll = config.at("unroll");
-    if (view_kernel(p.plan()) == ViewKernel::kRows && config.at("flat") == 1)  // block * unroll packs per tile
-      return grid_stride_shape(p.plan().elements / config.at("pack"), block, block * unroll, config.at("waves"),
-                               device);
-    if (view_kernel(p.plan()) == ViewKernel::kRows) {  // whole rows per block
-      const std::int64_t rows = p.plan().elements / p.plan().shape.back();
-      return grid_stride_shape(rows, block, 1, config.at("waves"), device);
-    }
-    if (view_kernel(p.plan()) == ViewKernel::kTiled) {  // one tile per block and pass
-      const auto& shape = p.plan().shape;
-      const std::int64_t t = view_transposed_dim(p.plan()), inner = static_cast<std::int64_t>(shape.size()) - 1;
-      const std::int64_t edge = config.at("tile");
-      std::int64_t tiles = ((shape[t] + edge - 1) / edge) * ((shape[inner] + edge - 1) / edge);
-      for (std::int64_t d = 0; d < inner; ++d)
-        if (d != t) tiles *= shape[d];
-      return grid_stride_shape(tiles, block, 1, config.at("waves"), device);
-    }
-    return grid_stride_shape(p.plan().elements, block, block * unroll, config.at("waves"), device);
+    LaunchShape s = grid(static_cast<const ViewProblem&>(problem), config, device);
+    s.programmatic = device.cc() >= 90;  // every view kernel waits (griddepcontrol.wait) before touching memory
+    return s;
   }
 
   // Values: dtype, input count, scalar mask (bit i: input i is a scalar, its value among the call's scalars), then
@@ -511,6 +495,29 @@ class ElementwiseViewFamily final : public Family {
   }
 
  private:
+  // The grid of the plan's kernel: block * unroll packs (flat) or elements (gather) per tile, whole rows per
+  // block (rows), one tile per block and pass (tiled).
+  static LaunchShape grid(const ViewProblem& p, const Config& config, const DeviceInfo& device) {
+    const std::int64_t block = config.at("block"), unroll = config.at("unroll");
+    if (view_kernel(p.plan()) == ViewKernel::kRows && config.at("flat") == 1)  // block * unroll packs per tile
+      return grid_stride_shape(p.plan().elements / config.at("pack"), block, block * unroll, config.at("waves"),
+                               device);
+    if (view_kernel(p.plan()) == ViewKernel::kRows) {  // whole rows per block
+      const std::int64_t rows = p.plan().elements / p.plan().shape.back();
+      return grid_stride_shape(rows, block, 1, config.at("waves"), device);
+    }
+    if (view_kernel(p.plan()) == ViewKernel::kTiled) {  // one tile per block and pass
+      const auto& shape = p.plan().shape;
+      const std::int64_t t = view_transposed_dim(p.plan()), inner = static_cast<std::int64_t>(shape.size()) - 1;
+      const std::int64_t edge = config.at("tile");
+      std::int64_t tiles = ((shape[t] + edge - 1) / edge) * ((shape[inner] + edge - 1) / edge);
+      for (std::int64_t d = 0; d < inner; ++d)
+        if (d != t) tiles *= shape[d];
+      return grid_stride_shape(tiles, block, 1, config.at("waves"), device);
+    }
+    return grid_stride_shape(p.plan().elements, block, block * unroll, config.at("waves"), device);
+  }
+
   Space space_;
 };
 

@@ -3,6 +3,7 @@
 #include <jitune/jitune.hpp>
 #include <jitune/tuner.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -166,6 +167,37 @@ TEST_CASE("launches go on the caller's stream") {
   auto got = out.download(n * 2, 0);
   for (std::int64_t i = 0; i < n; i += 997)
     REQUIRE(load_element(DType::kFloat16, got.data(), i) == 2 * load_element(DType::kFloat16, x.data(), i));
+}
+
+TEST_CASE(
+    "an elementwise call right behind the kernel that writes its input sees the finished input (programmatic "
+    "launch) [sm_90]") {
+  test::PdlCase pdl;
+  Runtime& rt = pdl.rt;
+  const CUstream s = pdl.s;
+  // One element (a single block, the scalar path), an odd count (vector region and tail), a large one (many blocks).
+  for (std::int64_t n : {1, 4099, 1 << 22}) {
+    INFO("n=", n);
+    const std::size_t bytes = static_cast<std::size_t>(n) * 4;
+    const auto fresh = test::random_values(DType::kFloat32, n, 42), stale = test::random_values(DType::kFloat32, n, 41),
+               y_values = test::random_values(DType::kFloat32, n, 43);
+    Buffer x(bytes), y(bytes), out(bytes), next(bytes), saved(bytes);
+    y.upload(y_values, 0);
+    next.upload(fresh, 0);
+    auto call = [&] {
+      elementwise(rt, "z = x * y", {x.at(0), y.at(0)}, out.at(0), n, DType::kFloat32, reinterpret_cast<Stream>(s));
+    };
+    // The expected output: the same call on the finished input, nothing before it.
+    x.upload(fresh, 0);
+    call();
+    JITUNE_CU_CHECK(cuStreamSynchronize(s));
+    const auto expected = out.download(bytes, 0);
+    REQUIRE(expected != stale);
+    pdl.producer.expect_waits(s, next, x, stale, out, saved, expected, call, "the elementwise kernel");
+    if (n == 4099)
+      CHECK_MESSAGE(pdl.producer.control_races(s, next, x, stale, out, saved),
+                    "control: a dependent copy that does not wait should have read the stale input");
+  }
 }
 
 TEST_CASE("bad input is a clear error") {

@@ -285,6 +285,50 @@ TEST_CASE("elementwise_view: the flat kernel through the public call, aligned an
                       40 + off) == LayoutClass::kBroadcastColumn);
 }
 
+TEST_CASE(
+    "an elementwise_view call right behind the kernel that writes its input sees the finished input (programmatic "
+    "launch) [sm_90]") {
+  test::PdlCase pdl;
+  Runtime& rt = pdl.rt;
+  const CUstream s = pdl.s;
+  // y = x.permute(0, 2, 1) * s + b over x of (6, 96, 130) float16 (s a 0-d tensor, b per row of the result), into
+  // a contiguous result (inner_transpose: the tiled kernel), into x's memory order (broadcast_column: rows or
+  // flat), and over every other column of x (general: gather).
+  const Dims shape = {6, 96, 130};
+  const std::int64_t elements = 6 * 96 * 130;
+  const std::size_t bytes = static_cast<std::size_t>(elements) * 2;
+  const Dims permuted = {6, 130, 96}, x_strides = {96 * 130, 1, 130}, bias_strides = {0, 0, 1};
+  const Dims kept_strides = {96 * 130, 1, 130}, half_shape = {6, 96, 65}, half_strides = {96 * 130, 130, 2};
+  struct Case {
+    const char* name;
+    Dims x_shape, x_strides, out_shape, out_strides, b_shape, b_strides;
+  };
+  for (const Case& c : {Case{"inner_transpose", permuted, x_strides, permuted, dense(permuted), {96}, {1}},
+                        Case{"broadcast_column", permuted, x_strides, permuted, kept_strides, {96}, {1}},
+                        Case{"general", half_shape, half_strides, half_shape, dense(half_shape), {65}, {1}}}) {
+    INFO(c.name);
+    const auto fresh = test::random_values(DType::kFloat16, elements, 42),
+               stale = test::random_values(DType::kFloat16, elements, 41);
+    Buffer x(bytes), scale(2), bias(96 * 2), out(bytes), next(bytes), saved(bytes);
+    scale.upload(test::random_values(DType::kFloat16, 1, 44), 0);
+    bias.upload(test::random_values(DType::kFloat16, 96, 45), 0);
+    next.upload(fresh, 0);
+    const Dims none;
+    const ViewOperand ins[] = {{x.at(0), c.x_shape, c.x_strides}, {scale.at(0), none, none},
+                               {bias.at(0), c.b_shape, c.b_strides}};
+    const ViewOperand result{out.at(0), c.out_shape, c.out_strides};
+    auto call = [&] {
+      elementwise_view(rt, "y = x * s + b", ins, result, DType::kFloat16, reinterpret_cast<Stream>(s));
+    };
+    x.upload(fresh, 0);
+    out.poison();
+    call();
+    JITUNE_CU_CHECK(cuStreamSynchronize(s));
+    const auto expected = out.download(bytes, 0);
+    pdl.producer.expect_waits(s, next, x, stale, out, saved, expected, call, "the view kernel");
+  }
+}
+
 TEST_CASE("elementwise_view refuses bad views with clear errors") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));

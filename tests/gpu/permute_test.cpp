@@ -225,40 +225,12 @@ TEST_CASE("waves 0 launches one balanced wave: every block resident, the same nu
   }
 }
 
-// For the programmatic-launch test: a producer that lets dependent launches start at once, spins, then saves
-// the permute's output buffer (which the permute must not overwrite before) and writes the permute's input
-// (which the permute must not read before); and, as the control, a copy that does not wait for it.
-constexpr const char* kProducerProgram = R"(
-extern "C" __global__ void pdl_producer(const unsigned* next, unsigned* input, const unsigned* output,
-                                        unsigned* saved, unsigned n, unsigned long long ns) {
-  asm volatile("griddepcontrol.launch_dependents;");
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    saved[i] = output[i];
-    input[i] = next[i];
-  }
-}
-extern "C" __global__ void pdl_copy_without_wait(const unsigned* in, unsigned* out, unsigned n) {
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
-}
-)";
-
 TEST_CASE(
     "a permute right behind the kernel that writes its input sees the finished input (programmatic launch) "
     "[sm_90]") {
-  TempDir dir;
-  Runtime rt(test::isolated_options(dir));
-  REQUIRE_MESSAGE(rt.device().cc() >= 90, "gpu_main filters this case out below sm_90");
-  const CompiledProgram program = internal::impl(rt).compiler.compile(
-      kProducerProgram, {"pdl_producer", "pdl_copy_without_wait"}, rt.device().arch(), false);
-  REQUIRE_MESSAGE(program.ok, program.log);
-  driver::Module module(program.cubin.data());
-  const CUfunction producer = module.function(program.lowered.at(0));
-  const CUfunction copy = module.function(program.lowered.at(1));
-  driver::StreamHandle stream;
-  const CUstream s = stream.get();
+  test::PdlCase pdl;
+  Runtime& rt = pdl.rt;
+  const CUstream s = pdl.s;
   struct Case {
     DType dtype;
     std::vector<std::int64_t> shape;
@@ -280,46 +252,12 @@ TEST_CASE(
     in.upload(stale.inputs[0], 0);
     permute(rt, in.at(0), out.at(0), c.shape, c.perm, c.dtype, reinterpret_cast<Stream>(s));  // compiled here
     JITUNE_CU_CHECK(cuStreamSynchronize(s));
-    in.upload(stale.inputs[0], 0);
-    out.poison();
-    JITUNE_CU_CHECK(cuMemsetD8(saved.mem.get(), 0, saved.bytes));
-    JITUNE_CU_CHECK(cuCtxSynchronize());  // the legacy stream's memset, before launches on the non-blocking `s`
-
-    CUdeviceptr next_p = next.mem.get(), in_p = in.mem.get(), out_p = out.mem.get(),
-                saved_p = saved.mem.get();
-    unsigned words = static_cast<unsigned>(bytes / 4);
-    unsigned long long spin_ns = 300000;
-    void* producer_args[] = {&next_p, &in_p, &out_p, &saved_p, &words, &spin_ns};
-    LaunchShape shape;
-    shape.grid.x = 16;
-    shape.block.x = 256;
-    driver::check(launch_kernel(producer, shape, s, producer_args), "pdl_producer");
-    permute(rt, in.at(0), out.at(0), c.shape, c.perm, c.dtype, reinterpret_cast<Stream>(s));
-    JITUNE_CU_CHECK(cuStreamSynchronize(s));
-    CHECK_MESSAGE(out.download(bytes, 0) == expected,
-                  "the permute read its input before the producer wrote it");
-    const auto before = saved.download(bytes, 0);
-    CHECK_MESSAGE(std::all_of(before.begin(), before.end(), [](std::byte b) { return b == std::byte{0xFF}; }),
-                  "the permute wrote its output before the producer had read it");
-
-    // Control: a programmatic launch that does not wait runs during the producer's spin and copies the stale
-    // input, so the checks above can fail. A few tries: a time slice given to another process can fall in the spin.
-    void* copy_args[] = {&in_p, &out_p, &words};
-    LaunchShape dependent = shape;
-    dependent.programmatic = true;
-    bool raced = false;
-    for (int attempt = 0; attempt < 4 && !raced; ++attempt) {
-      in.upload(stale.inputs[0], 0);
-      out.poison();
-      driver::check(launch_kernel(producer, shape, s, producer_args), "pdl_producer");
-      driver::check(launch_kernel(copy, dependent, s, copy_args), "pdl_copy_without_wait");
-      JITUNE_CU_CHECK(cuStreamSynchronize(s));
-      raced = out.download(bytes, 0) == stale.inputs[0];
-    }
-    CHECK_MESSAGE(
-        raced,
-        "control: a dependent copy that does not wait should have read the stale input; if the driver "
-        "serialises programmatic launches here, this test cannot tell a missing wait");
+    pdl.producer.expect_waits(s, next, in, stale.inputs[0], out, saved, expected, [&] {
+      permute(rt, in.at(0), out.at(0), c.shape, c.perm, c.dtype, reinterpret_cast<Stream>(s));
+    }, "the permute");
+    CHECK_MESSAGE(pdl.producer.control_races(s, next, in, stale.inputs[0], out, saved),
+                  "control: a dependent copy that does not wait should have read the stale input; if the driver "
+                  "serialises programmatic launches here, this test cannot tell a missing wait");
   }
 }
 
