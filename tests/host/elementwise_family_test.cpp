@@ -44,6 +44,16 @@ TEST_CASE("signature is canonical and parses back to the same problem") {
                   InvalidArgument);
 }
 
+TEST_CASE("launches are programmatic on sm_90 and later only (the kernel waits before touching memory)") {
+  auto p = problem("z = x * y", "float16", 4099);
+  for (int cc : {80, 86, 89, 90}) {
+    const DeviceInfo dev = nominal_device(cc);
+    for (const Config& c : {fam().heuristic(*p, dev), Config{{"pack", 1}, {"block", 128}, {"unroll", 8}, {"waves", 256}}})
+      CHECK_MESSAGE(fam().launch_shape(*p, c, dev).programmatic == (cc >= 90), "cc ", cc, " ", c.text());
+  }
+  CHECK(template_source("elementwise/elementwise.cuh").find("wait_for_previous_kernel();") != std::string::npos);
+}
+
 TEST_CASE("constraints prune packs wider than 16 bytes, and the heuristic is legal") {
   const DeviceInfo dev = nominal_device(90);
   for (const char* dtype : {"float32", "float16", "bfloat16"}) {

@@ -16,6 +16,7 @@
 #include "tuner/tuner.hpp"
 #include "templates/elementwise/expression.hpp"
 #include "templates/elementwise/views.hpp"
+#include "templates/sources.hpp"
 #include "templates/host_float.hpp"
 
 namespace jitune {
@@ -449,6 +450,30 @@ TEST_CASE("the elementwise_view family: scalar inputs are values of the call, no
 }  // namespace jitune
 
 namespace jitune {
+
+TEST_CASE("the elementwise_view family: every kernel's launch is programmatic on sm_90 and later only") {
+  const Family& f = family("elementwise_view");
+  // One problem per kernel: gather (general), rows and flat (a bias row), tiled (inner_transpose).
+  const char* sigs[] = {"dtype=float32;expr=y = a * b;layout=general;shape=8,96,65;strides=6240,65,1|12480,130,2|6240,65,1",
+                        "dtype=float16;expr=y = x + b;layout=rows;shape=64,256;strides=256,1|256,1|0,1",
+                        "dtype=float16;expr=y = x * s + b;layout=inner_transpose;shape=4,96,130;"
+                        "strides=12480,130,1|12480,1,96|0,0,0|0,0,1"};
+  for (const char* sig : sigs) {
+    const auto p = f.parse_problem(sig);
+    for (int cc : {80, 90}) {
+      const DeviceInfo dev = nominal_device(cc);
+      std::size_t pruned = 0;
+      for (const Config& c : tuner::legal_candidates(f, *p, dev, pruned))
+        CHECK_MESSAGE(f.launch_shape(*p, c, dev).programmatic == (cc >= 90), sig, " cc ", cc, " ", c.text());
+    }
+  }
+  const std::string src = template_source("elementwise/views.cuh");
+  std::size_t waits = 0;
+  for (std::size_t at = src.find("wait_for_previous_kernel();"); at != std::string::npos;
+       at = src.find("wait_for_previous_kernel();", at + 1))
+    ++waits;
+  CHECK(waits == 4);  // gather, rows, flat and tiled
+}
 
 TEST_CASE("the elementwise_view family: the tiled kernel's rules, default and per-call pack") {
   const Family& f = family("elementwise_view");
