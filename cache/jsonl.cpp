@@ -160,6 +160,11 @@ std::string to_json_line(const Record& record) {
       {"jitune_version", record.jitune_version},
       {"driver_version", record.driver_version},
       {"created_at", record.created_at},
+      {"memory_mb", record.memory_mb},
+      {"sm_clock_mhz", record.sm_clock_mhz},
+      {"memory_clock_mhz", record.memory_clock_mhz},
+      {"host", record.host},
+      {"shard", record.shard},
   };
   try {
     return object.dump();
@@ -212,6 +217,13 @@ Record from_json_line(const std::string& line) {
   record.jitune_version = string_field(object, "jitune_version");
   record.driver_version = int_field(object, "driver_version");
   record.created_at = string_field(object, "created_at");
+  // The fingerprint and provenance fields came later (jitune's schema 2): absent means not recorded.
+  auto optional = [&](const char* name) { return object.contains(name); };
+  if (optional("memory_mb")) record.memory_mb = int_field(object, "memory_mb");
+  if (optional("sm_clock_mhz")) record.sm_clock_mhz = int_field(object, "sm_clock_mhz");
+  if (optional("memory_clock_mhz")) record.memory_clock_mhz = int_field(object, "memory_clock_mhz");
+  if (optional("host")) record.host = string_field(object, "host");
+  if (optional("shard")) record.shard = string_field(object, "shard");
   return record;
 }
 

@@ -1,6 +1,7 @@
 // A record's shape checks and the texts messages about records use.
 #include "cache/record.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -56,12 +57,35 @@ std::string check_record_shape(const Record& record) {
     return "spread must be finite and >= 0 (got " + format_number(record.spread) + ")";
   }
   if (record.reps < 1) return "reps must be >= 1 (got " + std::to_string(record.reps) + ")";
+  if (record.memory_mb < 0) return "memory_mb must be >= 0 (got " + std::to_string(record.memory_mb) + ")";
+  if (record.sm_clock_mhz < 0 || record.sm_clock_mhz > 100000)
+    return "sm_clock_mhz must be in 0..100000 (got " + std::to_string(record.sm_clock_mhz) + ")";
+  if (record.memory_clock_mhz < 0 || record.memory_clock_mhz > 100000)
+    return "memory_clock_mhz must be in 0..100000 (got " + std::to_string(record.memory_clock_mhz) + ")";
   for (std::size_t i = 0; i < record.features.size(); ++i) {
     if (!std::isfinite(record.features[i])) {
       return "features[" + std::to_string(i) + "] must be finite (got " + format_number(record.features[i]) +
              ")";
     }
   }
+  return {};
+}
+
+std::string fingerprint_conflict(const Record& known, const Record& incoming) {
+  auto cc_text = [](int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); };
+  if (known.key.cc != incoming.key.cc)
+    return "compute capability " + cc_text(known.key.cc) + " there, " + cc_text(incoming.key.cc) + " here";
+  // Both recorded and more than 2% apart: drivers reserve slightly different amounts of memory, clocks are fixed.
+  auto apart = [](double a, double b) { return a > 0 && b > 0 && std::abs(a - b) > 0.02 * std::max(a, b); };
+  if (apart(static_cast<double>(known.memory_mb), static_cast<double>(incoming.memory_mb)))
+    return "memory " + std::to_string(known.memory_mb) + " MiB there, " + std::to_string(incoming.memory_mb) +
+           " MiB here";
+  if (apart(known.sm_clock_mhz, incoming.sm_clock_mhz))
+    return "SM clock " + std::to_string(known.sm_clock_mhz) + " MHz there, " + std::to_string(incoming.sm_clock_mhz) +
+           " MHz here";
+  if (apart(known.memory_clock_mhz, incoming.memory_clock_mhz))
+    return "memory clock " + std::to_string(known.memory_clock_mhz) + " MHz there, " +
+           std::to_string(incoming.memory_clock_mhz) + " MHz here";
   return {};
 }
 

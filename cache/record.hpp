@@ -2,6 +2,7 @@
 // formed, and the small texts messages about records use.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,20 @@ struct Record {
   std::string jitune_version;
   int driver_version = 0;  ///< cuDriverGetVersion of the machine that tuned.
   std::string created_at;  ///< UTC, ISO 8601 ("2026-11-21T19:40:00Z").
+  // The tuning GPU's fingerprint beyond the key: two records of one device name that disagree here are not the same
+  // model (import and merge refuse the second). 0: not recorded (records of earlier jitune versions).
+  int memory_mb = 0;           ///< Total device memory, MiB.
+  int sm_clock_mhz = 0;        ///< Peak SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE).
+  int memory_clock_mhz = 0;    ///< Peak memory clock (CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE).
+  // Provenance: where it was tuned. Empty: not recorded.
+  std::string host;   ///< Host name of the tuning machine.
+  std::string shard;  ///< "k/N" when a sharded run tuned it (--shard, a --devices worker); empty otherwise.
 };
+
+/// Why two records of one device name cannot describe the same GPU model (compute capability, memory size or
+/// clocks, each compared where both record it; memory and clocks within 2%), empty if they can. `known` is the
+/// record seen first (stored, or earlier in an import).
+std::string fingerprint_conflict(const Record& known, const Record& incoming);
 
 /// One candidate's outcome, failures included (KTT-style reasons). Written as soon as it is measured.
 struct Measurement {

@@ -28,7 +28,10 @@ namespace {
 using Json = nlohmann::json;
 using sqlite::Query;
 
-constexpr int kSchemaVersion = 1;
+// 1: the first schema. 2: records gained the tuning GPU's fingerprint (memory_mb, sm_clock_mhz, memory_clock_mhz)
+// and provenance (host, shard); a version-1 store opened read-write is migrated in place (its records keep 0 and
+// '' there: not recorded), one opened read-only is read as it is.
+constexpr int kSchemaVersion = 2;
 
 // ---- SQL (constant text only; every value is bound) ----
 
@@ -44,6 +47,8 @@ constexpr const char* kCreateSchema[] = {
     " spread REAL NOT NULL, reps INTEGER NOT NULL, default_time_us REAL NOT NULL,"
     " default_config TEXT NOT NULL,"
     " jitune_version TEXT NOT NULL, driver_version INTEGER NOT NULL, created_at TEXT NOT NULL,"
+    " memory_mb INTEGER NOT NULL DEFAULT 0, sm_clock_mhz INTEGER NOT NULL DEFAULT 0,"
+    " memory_clock_mhz INTEGER NOT NULL DEFAULT 0, host TEXT NOT NULL DEFAULT '', shard TEXT NOT NULL DEFAULT '',"
     " PRIMARY KEY (family, template_hash, signature, device_name, cc, sm_count, nvrtc_version))",
     "CREATE INDEX IF NOT EXISTS records_by_group ON records (family, template_hash, problem_group, cc)",
     "CREATE TABLE IF NOT EXISTS measurements ("
@@ -54,40 +59,55 @@ constexpr const char* kCreateSchema[] = {
     " PRIMARY KEY (family, template_hash, signature, device_name, cc, sm_count, nvrtc_version, config))",
 };
 
+// Version 1 -> 2, in one transaction with the version row.
+constexpr const char* kMigrateToV2[] = {
+    "ALTER TABLE records ADD COLUMN memory_mb INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE records ADD COLUMN sm_clock_mhz INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE records ADD COLUMN memory_clock_mhz INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE records ADD COLUMN host TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE records ADD COLUMN shard TEXT NOT NULL DEFAULT ''",
+};
+
 constexpr const char* kDeviceCcs = "SELECT DISTINCT device_name, cc FROM records";
+// One record per device name and fingerprint, for the import's conflict check (the fingerprint columns only).
+constexpr const char* kDeviceFingerprints =
+    "SELECT DISTINCT device_name, cc, memory_mb, sm_clock_mhz, memory_clock_mhz FROM records";
 constexpr const char* kListTables = "SELECT name FROM sqlite_master WHERE type = 'table'";
 constexpr const char* kReadVersion = "SELECT version, jitune_version FROM schema_version WHERE id = 1";
 constexpr const char* kWriteVersion =
     "INSERT OR REPLACE INTO schema_version (id, version, jitune_version) VALUES (1, ?1, ?2)";
 
-#define JITUNE_RECORD_COLUMNS                                                                             \
+#define JITUNE_RECORD_BASE_COLUMNS                                                                        \
   "family, template_hash, signature, device_name, cc, sm_count, nvrtc_version, problem_group, features, " \
   "config, time_us, spread, reps, default_time_us, default_config, jitune_version, driver_version, "      \
   "created_at"
+#define JITUNE_RECORD_COLUMNS JITUNE_RECORD_BASE_COLUMNS ", memory_mb, sm_clock_mhz, memory_clock_mhz, host, shard"
+// A version-1 store read as it is (read-only): the same columns, the fingerprint and provenance not recorded.
+#define JITUNE_RECORD_COLUMNS_V1 JITUNE_RECORD_BASE_COLUMNS ", 0, 0, 0, '', ''"
 #define JITUNE_KEY_MATCH                                                                    \
   "family = ?1 AND template_hash = ?2 AND signature = ?3 AND device_name = ?4 AND cc = ?5 " \
   "AND sm_count = ?6 AND nvrtc_version = ?7"
 
 constexpr const char* kPutRecord =
     "INSERT OR REPLACE INTO records (" JITUNE_RECORD_COLUMNS
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,"
+    " ?23)";
 constexpr const char* kTimeOfKey = "SELECT time_us FROM records WHERE " JITUNE_KEY_MATCH;
-constexpr const char* kFindExact =
-    "SELECT " JITUNE_RECORD_COLUMNS
+// Each record query in two forms: [0] for the current schema, [1] for a version-1 store opened read-only.
+#define JITUNE_BOTH(query) {"SELECT " JITUNE_RECORD_COLUMNS query, "SELECT " JITUNE_RECORD_COLUMNS_V1 query}
+constexpr const char* kFindExact[2] = JITUNE_BOTH(
     " FROM records WHERE family = ?1 AND template_hash = ?2 AND signature = ?3 AND device_name = ?4"
     " AND cc = ?5 AND sm_count = ?6"
-    " ORDER BY nvrtc_version = ?7 DESC, created_at DESC, nvrtc_version DESC LIMIT 1";
-constexpr const char* kFindGroup =
-    "SELECT " JITUNE_RECORD_COLUMNS
+    " ORDER BY nvrtc_version = ?7 DESC, created_at DESC, nvrtc_version DESC LIMIT 1");
+constexpr const char* kFindGroup[2] = JITUNE_BOTH(
     " FROM records WHERE family = ?1 AND template_hash = ?2 AND problem_group = ?3 AND device_name = ?4"
-    " AND cc = ?5 AND sm_count = ?6 ORDER BY signature, nvrtc_version";
-constexpr const char* kFindSameArch =
-    "SELECT " JITUNE_RECORD_COLUMNS
+    " AND cc = ?5 AND sm_count = ?6 ORDER BY signature, nvrtc_version");
+constexpr const char* kFindSameArch[2] = JITUNE_BOTH(
     " FROM records WHERE family = ?1 AND template_hash = ?2 AND problem_group = ?3 AND cc = ?4"
-    " AND device_name <> ?5 ORDER BY device_name, sm_count, signature, nvrtc_version";
-constexpr const char* kAllRecords =
-    "SELECT " JITUNE_RECORD_COLUMNS
-    " FROM records ORDER BY family, signature, device_name, cc, sm_count, nvrtc_version, template_hash";
+    " AND device_name <> ?5 ORDER BY device_name, sm_count, signature, nvrtc_version");
+constexpr const char* kAllRecords[2] = JITUNE_BOTH(
+    " FROM records ORDER BY family, signature, device_name, cc, sm_count, nvrtc_version, template_hash");
+#undef JITUNE_BOTH
 constexpr const char* kErase = "DELETE FROM records WHERE family = ?1 AND (?2 = '' OR signature = ?2)";
 constexpr const char* kPutMeasurement =
     "INSERT OR REPLACE INTO measurements (family, template_hash, signature, device_name, cc, sm_count,"
@@ -99,6 +119,8 @@ constexpr const char* kMeasurementsOfKey =
     " ORDER BY status <> 'ok', CASE WHEN status = 'ok' THEN time_us END, status, time_us, config";
 
 #undef JITUNE_RECORD_COLUMNS
+#undef JITUNE_RECORD_COLUMNS_V1
+#undef JITUNE_RECORD_BASE_COLUMNS
 #undef JITUNE_KEY_MATCH
 
 void bind_key(Query& query, const RecordKey& key) {
@@ -124,6 +146,10 @@ struct Store::Impl {
   sqlite::Database db;
   std::mutex mutex;
   bool has_schema = false;
+  int version = kSchemaVersion;  // the open store's schema version (1: a version-1 store opened read-only)
+
+  // Index of a record query's form for this store (kFindExact etc.).
+  int form() const noexcept { return version < 2 ? 1 : 0; }
 
   Impl(std::filesystem::path path, OpenMode mode) : db(std::move(path), mode == OpenMode::kReadOnly) {}
 
@@ -215,7 +241,8 @@ struct Store::Impl {
       const SchemaState current = read_schema_state();
       check_understood(current);
       if (current.jitune && current.version == kSchemaVersion) return;
-      // Version 1 is the first schema; a later version adds its migration steps from current.version here.
+      if (current.jitune && current.version == 1)
+        for (const char* sql : kMigrateToV2) db.query(sql).run();
       for (const char* sql : kCreateSchema) db.query(sql).run();
       db.query(kWriteVersion).bind_all(kSchemaVersion, std::string_view(JITUNE_VERSION)).run();
     });
@@ -242,6 +269,7 @@ struct Store::Impl {
     }
     check_understood(state);
     has_schema = state.jitune;
+    if (state.jitune) version = state.version;
   }
 
   // Read-only stores opened before any schema existed look again, so a store created meanwhile is seen.
@@ -250,6 +278,7 @@ struct Store::Impl {
     const SchemaState state = probe();
     check_understood(state);
     has_schema = state.jitune;
+    if (state.jitune) version = state.version;
     return has_schema;
   }
 
@@ -280,6 +309,11 @@ struct Store::Impl {
     record.jitune_version = row.text(15);
     record.driver_version = row.integer(16);
     record.created_at = row.text(17);
+    record.memory_mb = row.integer(18);
+    record.sm_clock_mhz = static_cast<int>(row.integer(19));
+    record.memory_clock_mhz = static_cast<int>(row.integer(20));
+    record.host = row.text(21);
+    record.shard = row.text(22);
     return record;
   }
 
@@ -303,6 +337,11 @@ struct Store::Impl {
         .bind(16, record.jitune_version)
         .bind(17, record.driver_version)
         .bind(18, record.created_at)
+        .bind(19, record.memory_mb)
+        .bind(20, record.sm_clock_mhz)
+        .bind(21, record.memory_clock_mhz)
+        .bind(22, record.host)
+        .bind(23, record.shard)
         .run();
   }
 
@@ -334,27 +373,43 @@ struct Store::Impl {
     std::lock_guard lock(mutex);
     ImportReport result = db.write(what, [&] {
       ImportReport attempt = report;
-      // A device model has one compute capability: a record naming a device the store (or an earlier record of
-      // this import) knows under another one is mislabelled, and would be served to the wrong GPU's lookups.
-      std::map<std::string, int> cc_of_device;
+      // A device model has one fingerprint (compute capability, memory size, clocks): a record naming a device the
+      // store (or an earlier record of this import) knows with another one is mislabelled, and would be served to
+      // the wrong GPU's lookups.
+      std::map<std::string, std::vector<Record>> known;  // device name -> its fingerprints (key.cc and the fields)
       {
-        Query known = db.query(kDeviceCcs);
-        while (known.step()) cc_of_device.emplace(known.text(0), static_cast<int>(known.integer(1)));
+        Query rows = db.query(version < 2 ? kDeviceCcs : kDeviceFingerprints);
+        while (rows.step()) {
+          Record r;
+          r.key.cc = rows.integer(1);
+          if (version >= 2) {
+            r.memory_mb = rows.integer(2);
+            r.sm_clock_mhz = rows.integer(3);
+            r.memory_clock_mhz = rows.integer(4);
+          }
+          known[rows.text(0)].push_back(std::move(r));
+        }
       }
       for (const auto& item : accepted) {
         const RecordKey& key = item.record.key;
-        if (const auto it = cc_of_device.find(key.device_name); it != cc_of_device.end() && it->second != key.cc) {
+        std::string conflict;
+        for (const Record& seen : known[key.device_name])
+          if (conflict.empty()) conflict = fingerprint_conflict(seen, item.record);
+        if (!conflict.empty()) {
           ++attempt.rejected;
-          attempt.issues.push_back(
-              {item.line, prefix(item.line) + "rejected " + describe(key) + ": fingerprint conflict: '" +
-                              key.device_name + "' is compute capability " + std::to_string(it->second / 10) +
-                              "." + std::to_string(it->second % 10) + " in this cache" +
-                              " (or earlier in this import), this record says " + std::to_string(key.cc / 10) + "." +
-                              std::to_string(key.cc % 10) +
-                              "; records of one device model must agree: fix the record, or keep it in another cache"});
+          attempt.issues.push_back({item.line, prefix(item.line) + "rejected " + describe(key) +
+                                                   ": fingerprint conflict: '" + key.device_name + "' has " +
+                                                   conflict + " (this cache or earlier in this import, then this "
+                                                   "record); records of one device model must agree: fix the "
+                                                   "record, or keep it in another cache"});
           continue;
         }
-        cc_of_device.emplace(key.device_name, key.cc);
+        auto& fingerprints = known[key.device_name];
+        const auto same = [&](const Record& r) {
+          return r.key.cc == key.cc && r.memory_mb == item.record.memory_mb &&
+                 r.sm_clock_mhz == item.record.sm_clock_mhz && r.memory_clock_mhz == item.record.memory_clock_mhz;
+        };
+        if (std::none_of(fingerprints.begin(), fingerprints.end(), same)) fingerprints.push_back(item.record);
         std::optional<double> existing_time;
         {
           Query existing = db.query(kTimeOfKey);
@@ -457,7 +512,7 @@ std::optional<Record> Store::find_exact(const std::string& family, const std::st
   std::lock_guard lock(impl_->mutex);
   return impl_->db.retry("looking up a record", [&]() -> std::optional<Record> {
     if (!impl_->ready()) return std::nullopt;
-    Query find = impl_->db.query(kFindExact);
+    Query find = impl_->db.query(kFindExact[impl_->form()]);
     find.bind_all(family, template_hash, signature, device_name, cc, sm_count, nvrtc_version);
     if (!find.step()) return std::nullopt;
     return impl_->read_record(find);
@@ -470,7 +525,7 @@ std::vector<Record> Store::find_group(const std::string& family, const std::stri
   std::lock_guard lock(impl_->mutex);
   return impl_->db.retry("looking up a problem group", [&]() -> std::vector<Record> {
     if (!impl_->ready()) return {};
-    Query find = impl_->db.query(kFindGroup);
+    Query find = impl_->db.query(kFindGroup[impl_->form()]);
     find.bind_all(family, template_hash, group, device_name, cc, sm_count);
     return impl_->read_records(find);
   });
@@ -482,7 +537,7 @@ std::vector<Record> Store::find_same_arch(const std::string& family, const std::
   std::lock_guard lock(impl_->mutex);
   return impl_->db.retry("looking up records of the same architecture", [&]() -> std::vector<Record> {
     if (!impl_->ready()) return {};
-    Query find = impl_->db.query(kFindSameArch);
+    Query find = impl_->db.query(kFindSameArch[impl_->form()]);
     find.bind_all(family, template_hash, group, cc, exclude_device);
     return impl_->read_records(find);
   });
@@ -492,7 +547,7 @@ std::vector<Record> Store::records() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->db.retry("listing records", [&]() -> std::vector<Record> {
     if (!impl_->ready()) return {};
-    Query all = impl_->db.query(kAllRecords);
+    Query all = impl_->db.query(kAllRecords[impl_->form()]);
     return impl_->read_records(all);
   });
 }

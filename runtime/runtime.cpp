@@ -71,6 +71,11 @@ DeviceInfo query_device(CUdevice dev) {
   JITUNE_CU_CHECK(cuDeviceTotalMem(&total, dev));
   d.global_memory_bytes = static_cast<std::int64_t>(total);
   JITUNE_CU_CHECK(cuDriverGetVersion(&d.driver_version));
+  // Fingerprint only (tuning records): a driver that no longer reports a clock leaves it 0 (unknown).
+  int khz = 0;
+  if (a.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev) == CUDA_SUCCESS) d.sm_clock_mhz = khz / 1000;
+  if (a.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev) == CUDA_SUCCESS)
+    d.memory_clock_mhz = khz / 1000;
   return d;
 }
 

@@ -83,11 +83,15 @@ DeviceInfo nominal_device(int cc) {
     d.l2_bytes = 50 << 20;
     d.max_shared_per_block_optin = 227 * 1024;
     d.max_shared_per_sm = 228 * 1024;
+    d.sm_clock_mhz = 1980;
+    d.memory_clock_mhz = 2619;
   } else {
     d.sm_count = 108;
     d.l2_bytes = 40 << 20;
     d.max_shared_per_block_optin = 163 * 1024;
     d.max_shared_per_sm = 164 * 1024;
+    d.sm_clock_mhz = 1410;
+    d.memory_clock_mhz = 1593;
   }
   return d;
 }

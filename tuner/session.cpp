@@ -500,6 +500,12 @@ void Session::store_winner() {
   rec.jitune_version = JITUNE_VERSION;
   rec.driver_version = device_.driver_version;
   rec.created_at = cache::utc_now();
+  rec.memory_mb = static_cast<int>(std::min<std::int64_t>(device_.global_memory_bytes >> 20, INT32_MAX));
+  rec.sm_clock_mhz = device_.sm_clock_mhz;
+  rec.memory_clock_mhz = device_.memory_clock_mhz;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) rec.host = host;
+  rec.shard = opt_.shard;
   try {
     store_->put(rec);
     report_.stored = true;

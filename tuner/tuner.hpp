@@ -67,6 +67,7 @@ struct TuneOptions {
   /// re-timed side by side: for revalidating stored winners and comparing two tunings.
   std::vector<Config> only_configs;
   bool store = true;               ///< Write measurements and the winner to the user cache.
+  std::string shard;               ///< Provenance for the stored record: "k/N" of a sharded run, else empty.
   /// Shared by the sessions of a suite: instantiations an earlier problem compiled (same program text and name
   /// expression) are reused instead of compiled again. Null: every session compiles its own.
   std::shared_ptr<CompileMemo> compile_memo;

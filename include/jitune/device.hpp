@@ -24,6 +24,8 @@ struct DeviceInfo {
   int registers_per_block = 65536;             ///< 32-bit registers one block may use.
   int warp_size = 32;                          ///< Threads per warp.
   int driver_version = 0;                      ///< cuDriverGetVersion, e.g. 13000.
+  int sm_clock_mhz = 0;                        ///< Peak SM clock (0 where the driver does not say).
+  int memory_clock_mhz = 0;                    ///< Peak memory clock (0 where the driver does not say).
 
   /// Compute capability as one number: 90 for 9.0.
   int cc() const noexcept { return cc_major * 10 + cc_minor; }

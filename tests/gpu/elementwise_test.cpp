@@ -456,6 +456,16 @@ TEST_CASE("tuning on first use stores a record and the call is correct") {
   Explanation x = rt.explain("elementwise", elementwise_signature("out = a * b + c", 65537, DType::kBFloat16));
   CHECK(x.level == MatchLevel::kExact);
   CHECK(x.time_us > 0);
+  // The record carries the tuning GPU's fingerprint and where it was tuned (issue 17).
+  const auto records = internal::impl(rt).user_store->records();
+  REQUIRE_FALSE(records.empty());
+  for (const auto& r : records) {
+    CHECK(r.memory_mb == static_cast<int>(rt.device().global_memory_bytes >> 20));
+    CHECK(r.sm_clock_mhz == rt.device().sm_clock_mhz);
+    CHECK(r.sm_clock_mhz > 0);
+    CHECK_FALSE(r.host.empty());
+    CHECK(r.shard.empty());  // not a sharded run
+  }
 }
 
 TEST_CASE("a misaligned call is decided for its alignment class; the tuner tunes that class on misaligned buffers") {

@@ -15,7 +15,7 @@ TEST_CASE("to_json_line / from_json_line round trip with sorted keys and say wha
   std::vector<std::string> keys;
   for (const auto& item : parsed.items()) keys.push_back(item.key());
   CHECK(std::is_sorted(keys.begin(), keys.end()));
-  CHECK(keys.size() == 18);
+  CHECK(keys.size() == 23);
   check_same(from_json_line(line), record);
 
   auto error_for = [](const std::string& text) {
@@ -224,6 +224,120 @@ TEST_CASE("a record whose device the cache knows under another compute capabilit
   const ImportReport merged = store.merge_from(other, nullptr);
   CHECK(merged.rejected == 1);
   CHECK(merged.added == 0);
+}
+
+TEST_CASE("memory size and clocks are part of a device's fingerprint where both records have them") {
+  TempDir dir;
+  Store store(dir / "s.db", OpenMode::kReadWrite);
+  store.put(make_record("stored"));  // 81559 MiB, 1980 / 2619 MHz
+  Record driver_reserve = make_record("driver_reserve");  // another driver reserves a little more memory: same model
+  driver_reserve.memory_mb -= 300;
+  Record unknown = make_record("unknown");  // an older record: fingerprint not recorded, never a conflict
+  unknown.memory_mb = 0;
+  unknown.sm_clock_mhz = 0;
+  unknown.memory_clock_mhz = 0;
+  Record more_memory = make_record("more_memory");  // a 94 GB part under the 80 GB part's name
+  more_memory.memory_mb = 95830;
+  Record slower = make_record("slower");  // a lower-clocked part (a PCIe card) under the SXM part's name
+  slower.sm_clock_mhz = 1755;
+  Record memory_clock = make_record("memory_clock");
+  memory_clock.memory_clock_mhz = 1593;
+  const fs::path in = dir / "in.jsonl";
+  write_text(in, to_json_line(driver_reserve) + "\n" + to_json_line(unknown) + "\n" + to_json_line(more_memory) +
+                     "\n" + to_json_line(slower) + "\n" + to_json_line(memory_clock) + "\n");
+  const ImportReport report = store.import_jsonl(in, nullptr);
+  CHECK(report.added == 2);
+  CHECK(report.rejected == 3);
+  REQUIRE(report.issues.size() == 3);
+  CHECK(report.issues[0].line == 3);
+  CHECK(report.issues[0].message.find("fingerprint conflict") != std::string::npos);
+  CHECK(report.issues[0].message.find("memory 81559 MiB there, 95830 MiB here") != std::string::npos);
+  CHECK(report.issues[1].message.find("SM clock 1980 MHz there, 1755 MHz here") != std::string::npos);
+  CHECK(report.issues[2].message.find("memory clock 2619 MHz there, 1593 MHz here") != std::string::npos);
+  CHECK(store.records().size() == 3);
+  // A cache that knows the model only from records without a fingerprint takes the first one that has it, and
+  // holds every later record to it.
+  Store older(dir / "older.db", OpenMode::kReadWrite);
+  older.put(unknown);
+  CHECK(older.merge_from(store, nullptr).added == 2);  // stored and driver_reserve (unknown is already there)
+  Store conflicting(dir / "c.db", OpenMode::kReadWrite);
+  conflicting.put(more_memory);
+  const ImportReport merged = older.merge_from(conflicting, nullptr);
+  CHECK(merged.rejected == 1);
+  CHECK(merged.added == 0);
+}
+
+TEST_CASE("a version-1 store: migrated in place read-write, read as it is read-only, nothing lost") {
+  TempDir dir;
+  const fs::path db = dir / "v1.db";
+  // The first schema, as jitune 0.1.0 wrote it, with one record.
+  run_sql(db,
+          "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL,"
+          " jitune_version TEXT NOT NULL);"
+          "INSERT INTO schema_version VALUES (1, 1, '0.1.0');"
+          "CREATE TABLE records (family TEXT NOT NULL, template_hash TEXT NOT NULL, signature TEXT NOT NULL,"
+          " device_name TEXT NOT NULL, cc INTEGER NOT NULL, sm_count INTEGER NOT NULL, nvrtc_version TEXT NOT NULL,"
+          " problem_group TEXT NOT NULL, features TEXT NOT NULL, config TEXT NOT NULL, time_us REAL NOT NULL,"
+          " spread REAL NOT NULL, reps INTEGER NOT NULL, default_time_us REAL NOT NULL,"
+          " default_config TEXT NOT NULL, jitune_version TEXT NOT NULL, driver_version INTEGER NOT NULL,"
+          " created_at TEXT NOT NULL,"
+          " PRIMARY KEY (family, template_hash, signature, device_name, cc, sm_count, nvrtc_version));"
+          "CREATE INDEX records_by_group ON records (family, template_hash, problem_group, cc);"
+          "CREATE TABLE measurements (family TEXT NOT NULL, template_hash TEXT NOT NULL, signature TEXT NOT NULL,"
+          " device_name TEXT NOT NULL, cc INTEGER NOT NULL, sm_count INTEGER NOT NULL, nvrtc_version TEXT NOT NULL,"
+          " config TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, time_us REAL NOT NULL,"
+          " spread REAL NOT NULL, reps INTEGER NOT NULL, created_at TEXT NOT NULL,"
+          " PRIMARY KEY (family, template_hash, signature, device_name, cc, sm_count, nvrtc_version, config));"
+          "INSERT INTO records VALUES ('permute', 'tmpl-1', 'old', 'NVIDIA H100 80GB HBM3', 90, 132, '13.0',"
+          " 'f32 rank3', '[1.5,2.0]', 'block=256', 12.5, 0.01, 21, 14.0, 'block=128', '0.1.0', 13000,"
+          " '2026-11-21T19:40:00Z');");
+  Record expected = make_record("old");
+  expected.features = {1.5, 2.0};
+  expected.config = "block=256";
+  expected.spread = 0.01;
+  expected.reps = 21;
+  expected.default_time_us = 14.0;
+  expected.default_config = "block=128";
+  expected.driver_version = 13000;
+  expected.memory_mb = expected.sm_clock_mhz = expected.memory_clock_mhz = 0;
+  expected.host = expected.shard = "";
+  const std::string before = read_bytes(db);
+  {
+    Store read_only(db, OpenMode::kReadOnly);  // read as it is: not migrated, not touched
+    REQUIRE(read_only.records().size() == 1);
+    check_same(read_only.records()[0], expected);
+    CHECK(read_only.find_exact("permute", "tmpl-1", "old", expected.key.device_name, 90, 132, "13.0").has_value());
+  }
+  CHECK(read_bytes(db) == before);
+  {
+    Store store(db, OpenMode::kReadWrite);  // migrated to the current schema in place
+    REQUIRE(store.records().size() == 1);
+    check_same(store.records()[0], expected);
+    store.put(make_record("new"));
+    // The migrated record has no fingerprint: the new one (which has) is no conflict, and both are kept.
+    CHECK(store.records().size() == 2);
+  }
+  Store reopened(db, OpenMode::kReadOnly);
+  REQUIRE(reopened.records().size() == 2);
+  check_same(reopened.records()[0], make_record("new"));
+  check_same(reopened.records()[1], expected);
+}
+
+TEST_CASE("a record line without the fingerprint and provenance fields (an older export) reads as not recorded") {
+  nlohmann::json line = nlohmann::json::parse(to_json_line(make_record("x")));
+  for (const char* name : {"memory_mb", "sm_clock_mhz", "memory_clock_mhz", "host", "shard"}) line.erase(name);
+  const Record r = from_json_line(line.dump());
+  CHECK(r.memory_mb == 0);
+  CHECK(r.sm_clock_mhz == 0);
+  CHECK(r.memory_clock_mhz == 0);
+  CHECK(r.host.empty());
+  CHECK(r.shard.empty());
+  line["sm_clock_mhz"] = -5;
+  Record negative = from_json_line(line.dump());
+  CHECK(check_record_shape(negative).find("sm_clock_mhz must be in 0..100000") != std::string::npos);
+  line["sm_clock_mhz"] = "fast";
+  CHECK_THROWS_WITH_AS(from_json_line(line.dump()), doctest::Contains("\"sm_clock_mhz\" must be an integer"),
+                       InvalidArgument);
 }
 
 TEST_CASE("import_jsonl of a file that cannot be read writes nothing") {

@@ -31,7 +31,7 @@ TEST_CASE("put then find_exact returns every field unchanged, and the same key i
     REQUIRE(found.has_value());
     check_same(*found, record);
   }
-  CHECK(Store::schema_version() == 1);
+  CHECK(Store::schema_version() == 2);
   Store reopened(db, OpenMode::kReadWrite);  // persisted on disk
   REQUIRE(reopened.records().size() == 1);
   check_same(reopened.records()[0], record);
@@ -243,7 +243,7 @@ TEST_CASE("a store written by a newer jitune is refused and left byte for byte u
   for (const OpenMode mode : {OpenMode::kReadWrite, OpenMode::kReadOnly}) {
     const std::string message = error_of([&] { Store store(db, mode); });
     INFO(message);
-    CHECK(message.find("newer jitune (schema 99 > 1") != std::string::npos);
+    CHECK(message.find("newer jitune (schema 99 > 2") != std::string::npos);
     CHECK(message.find("upgrade jitune or point JITUNE_CACHE_DIR elsewhere") != std::string::npos);
     CHECK(message.find(db.string()) != std::string::npos);
   }

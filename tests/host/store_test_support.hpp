@@ -88,6 +88,11 @@ inline Record make_record(const std::string& signature, double time_us = 12.5) {
   record.jitune_version = "0.1.0";
   record.driver_version = 12080;
   record.created_at = "2026-11-21T19:40:00Z";
+  record.memory_mb = 81559;
+  record.sm_clock_mhz = 1980;
+  record.memory_clock_mhz = 2619;
+  record.host = "node-7 \"a\"";
+  record.shard = "3/8";
   return record;
 }
 
@@ -122,6 +127,11 @@ inline void check_same(const Record& actual, const Record& expected) {
   CHECK(actual.jitune_version == expected.jitune_version);
   CHECK(actual.driver_version == expected.driver_version);
   CHECK(actual.created_at == expected.created_at);
+  CHECK(actual.memory_mb == expected.memory_mb);
+  CHECK(actual.sm_clock_mhz == expected.sm_clock_mhz);
+  CHECK(actual.memory_clock_mhz == expected.memory_clock_mhz);
+  CHECK(actual.host == expected.host);
+  CHECK(actual.shard == expected.shard);
 }
 
 inline std::string read_bytes(const fs::path& path) {

@@ -208,6 +208,10 @@ tuner::TuneOptions tune_options(const TuneArgs& args, const std::shared_ptr<tune
     rest.remove_prefix(semi + 1);
   }
   opt.l2 = tuner::parse_l2_mode(args.l2);
+  if (!args.shard.empty()) {  // provenance of the records this run stores (apply_shard has checked the text)
+    const tuner::ShardSpec shard = tuner::parse_shard(args.shard, [](const char* n) { return std::getenv(n); });
+    if (shard.count > 1) opt.shard = std::to_string(shard.index) + "/" + std::to_string(shard.count);
+  }
   return opt;
 }
 
@@ -362,6 +366,7 @@ int devices(const Common& common) {
     if (common.json) {
       out.push_back({{"ordinal", i}, {"name", d.name}, {"arch", d.arch()}, {"sm_count", d.sm_count},
                      {"l2_bytes", d.l2_bytes}, {"memory_bytes", d.global_memory_bytes},
+                     {"sm_clock_mhz", d.sm_clock_mhz}, {"memory_clock_mhz", d.memory_clock_mhz},
                      {"max_shared_per_block_optin", d.max_shared_per_block_optin},
                      {"driver_version", d.driver_version}, {"nvrtc_version", internal::impl(rt).compiler.nvrtc_version()}});
     } else {
@@ -828,6 +833,13 @@ int cache_show(const Common& common, const std::string& family_name, const std::
                 r.key.family.c_str(), r.key.signature.c_str(), r.key.device_name.c_str(), r.key.cc, r.key.sm_count,
                 r.key.nvrtc_version.c_str(), r.key.template_hash.c_str(), r.config.c_str(), r.time_us,
                 r.default_config.c_str(), r.default_time_us, r.created_at.c_str(), r.jitune_version.c_str());
+    if (!r.host.empty() || !r.shard.empty() || r.memory_mb > 0)
+      std::printf("  tuned on %s%s; that GPU: %s MiB, SM clock %s MHz, memory clock %s MHz\n",
+                  r.host.empty() ? "an unrecorded host" : r.host.c_str(),
+                  r.shard.empty() ? "" : (" as shard " + r.shard).c_str(),
+                  r.memory_mb > 0 ? std::to_string(r.memory_mb).c_str() : "?",
+                  r.sm_clock_mhz > 0 ? std::to_string(r.sm_clock_mhz).c_str() : "?",
+                  r.memory_clock_mhz > 0 ? std::to_string(r.memory_clock_mhz).c_str() : "?");
     for (const auto& m : ms)
       std::printf("  %-40s %-18s %10s %s\n", m.config.c_str(), m.status.c_str(),
                   m.time_us > 0 ? fmt("%.2f", m.time_us).c_str() : "-",
