@@ -204,8 +204,27 @@ def test_elementwise_results_are_laid_out_as_pytorch_lays_them_out():
             got = jt.elementwise("z = " + " * ".join("abc"[:len(views)]), *views)
         assert got.shape == want.shape
         assert got.stride() == want.stride(), (inputs, got.stride(), want.stride())
+        # A second call over the same views takes the remembered answer: the same strides.
+        with mode:
+            again = jt.elementwise("z = " + " * ".join("abc"[:len(views)]), *views)
+        assert again.stride() == want.stride()
         checked += 1
     assert checked > 250
+
+
+def test_remembered_result_layouts_are_bounded_and_keyed_by_strides(monkeypatch):
+    """The layout memo never grows past its limit, and views of one shape with other strides get their own answer."""
+    monkeypatch.setattr(jt, "_RESULT_STRIDES_LIMIT", 8)
+    jt._RESULT_STRIDES.clear()
+    with FakeTensorMode():
+        base = cuda(4, 6, 5)
+        for k in range(20):
+            jt.elementwise("y = x * x", cuda(k + 1, 3).t())
+            assert len(jt._RESULT_STRIDES) <= 8
+        kept = jt.elementwise("y = x * x", base.permute(0, 2, 1))
+        plain = jt.elementwise("y = x * x", base.permute(0, 2, 1).contiguous())
+    assert kept.shape == plain.shape == (4, 5, 6)
+    assert kept.stride() == (30, 1, 5) and plain.stride() == (30, 6, 1)
 
 
 def test_elementwise_out_writes_the_given_view(fake):
