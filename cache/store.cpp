@@ -310,8 +310,8 @@ struct Store::Impl {
     record.driver_version = row.integer(16);
     record.created_at = row.text(17);
     record.memory_mb = row.integer(18);
-    record.sm_clock_mhz = static_cast<int>(row.integer(19));
-    record.memory_clock_mhz = static_cast<int>(row.integer(20));
+    record.sm_clock_mhz = row.integer(19);
+    record.memory_clock_mhz = row.integer(20);
     record.host = row.text(21);
     record.shard = row.text(22);
     return record;
