@@ -83,6 +83,8 @@ JITUNE_API jitune_status jitune_runtime_device(const jitune_runtime* runtime, ji
     out.global_memory_bytes = d.global_memory_bytes;
     out.max_shared_per_block_optin = d.max_shared_per_block_optin;
     out.driver_version = d.driver_version;
+    out.sm_clock_mhz = d.sm_clock_mhz;
+    out.memory_clock_mhz = d.memory_clock_mhz;
     copy_fixed(out.name, d.name);
     copy_fixed(out.nvrtc_version, internal::impl(const_cast<Runtime&>(rt)).compiler.nvrtc_version());
     write_struct(info, out, kDeviceInfoV0, fn, "info");

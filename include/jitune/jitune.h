@@ -165,6 +165,9 @@ typedef struct jitune_device_info {
   int driver_version;             /**< e.g. 13000 for CUDA 13.0. */
   char name[256];                 /**< e.g. "NVIDIA H100 80GB HBM3", NUL-terminated. */
   char nvrtc_version[32];         /**< e.g. "13.0". */
+  /* Added after the first release: a caller whose struct_size ends before them gets the fields above only. */
+  int sm_clock_mhz;               /**< Peak SM clock, 0 where the driver does not say. */
+  int memory_clock_mhz;           /**< Peak memory clock, 0 where the driver does not say. */
 } jitune_device_info;
 
 /** Fills *info for the runtime's device. */

@@ -128,6 +128,8 @@ class DeviceInfo(_Sized):
         ("driver_version", c_int),
         ("name", c_char * 256),
         ("nvrtc_version", c_char * 32),
+        ("sm_clock_mhz", c_int),
+        ("memory_clock_mhz", c_int),
     ]
 
 

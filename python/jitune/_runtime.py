@@ -177,6 +177,8 @@ class Device:
     max_shared_per_block_optin: int
     driver_version: int
     nvrtc_version: str
+    sm_clock_mhz: int = 0  # peak clocks, 0 where the driver does not say
+    memory_clock_mhz: int = 0
 
     @property
     def arch(self) -> str:
@@ -197,6 +199,8 @@ def _device_info(handle: int) -> Device:
         max_shared_per_block_optin=info.max_shared_per_block_optin,
         driver_version=info.driver_version,
         nvrtc_version=info.nvrtc_version.decode(),
+        sm_clock_mhz=info.sm_clock_mhz,
+        memory_clock_mhz=info.memory_clock_mhz,
     )
 
 

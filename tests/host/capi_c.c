@@ -33,7 +33,7 @@ size_t capi_c_offsetof_last(int which) {
     case CAPI_C_RUNTIME_OPTIONS:
       return offsetof(jitune_runtime_options, tune_min_time_ms);
     case CAPI_C_DEVICE_INFO:
-      return offsetof(jitune_device_info, nvrtc_version);
+      return offsetof(jitune_device_info, memory_clock_mhz);
     case CAPI_C_UPSAMPLE_SHAPE:
       return offsetof(jitune_upsample_nearest2d_shape, dtype);
     case CAPI_C_CONV2D_PARAMS:

@@ -154,7 +154,7 @@ TEST_CASE("the header is C99, and C and C++ lay the structs out alike") {
       sizeof(jitune_runtime_options), sizeof(jitune_device_info), sizeof(jitune_upsample_nearest2d_shape),
       sizeof(jitune_conv2d_params),   sizeof(jitune_tune_result), sizeof(jitune_import_report)};
   const std::size_t last[] = {
-      offsetof(jitune_runtime_options, tune_min_time_ms), offsetof(jitune_device_info, nvrtc_version),
+      offsetof(jitune_runtime_options, tune_min_time_ms), offsetof(jitune_device_info, memory_clock_mhz),
       offsetof(jitune_upsample_nearest2d_shape, dtype),   offsetof(jitune_conv2d_params, dilation),
       offsetof(jitune_tune_result, heuristic_config),     offsetof(jitune_import_report, rejected)};
   for (int i = 0; i < CAPI_C_STRUCTS; ++i) {

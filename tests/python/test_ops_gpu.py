@@ -68,6 +68,7 @@ def test_devices_and_warnings(torch):
     d = devices[0]
     assert d.ordinal == 0 and d.name and d.compute_capability[0] >= 7 and d.sm_count > 0
     assert d.memory_bytes > 2**30 and d.l2_bytes > 0 and d.driver_version >= 12000 and d.nvrtc_version
+    assert d.sm_clock_mhz > 0 and d.memory_clock_mhz > 0
     assert d.arch.startswith("sm_")
     assert torch.cuda.get_device_name(0) == d.name
     assert isinstance(jitune.warnings(0), list)
