@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <jitune/runtime.hpp>
 
@@ -201,6 +203,8 @@ TEST_CASE("tune --devices: each GPU a shard of the suite (--plan without a GPU),
     CHECK(d["device"] == ordinals[k]);  // in the order given, GPU k of the list taking shard k
     CHECK(d["shard"] == k);
     CHECK(d["shards"] == 3);
+    // The host's cores split between the workers' compile pools.
+    CHECK(d["compile_threads"] == std::max(1u, std::max(1u, std::thread::hardware_concurrency()) / 3));
     for (const auto& item : d["items"])
       seen.insert(item["family"].get<std::string>() + "/" + item["name"].get<std::string>());
   }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -37,6 +38,15 @@ bool dropped_with_value(std::string_view a) {
 }
 bool dropped_joined(std::string_view a) {
   return a.rfind("--devices=", 0) == 0 || a.rfind("--cache=", 0) == 0 || a.rfind("--device=", 0) == 0;
+}
+
+// NVRTC threads of each of `workers` worker processes: the user's --threads, else the host's cores split between
+// them (each pool on all cores made two workers run 64 compile threads on 32 cores, and every kernel's compile
+// took 0.54 instead of 0.41 CPU-s: bench/RESULTS.md, 2026-11-27, sixth session).
+unsigned worker_threads(unsigned asked, int workers) {
+  if (asked > 0) return asked;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1u, cores / static_cast<unsigned>(std::max(workers, 1)));
 }
 
 struct Worker {
@@ -163,6 +173,7 @@ int tune_devices(const Common& common, const TuneArgs& args) {
       }
       json plan = json::parse(captured.str());
       plan["device"] = devices[k];
+      plan["compile_threads"] = worker_threads(args.threads, n);
       plans.push_back(std::move(plan));
     }
     if (common.json) std::cout << json{{"devices", plans}}.dump(2) << "\n";
@@ -209,6 +220,10 @@ int tune_devices(const Common& common, const TuneArgs& args) {
     wargs.insert(wargs.end(), rest.begin(), rest.end());
     wargs.push_back("--shard");
     wargs.push_back(std::to_string(k) + "/" + std::to_string(n));
+    if (args.threads == 0) {  // else --threads is in `rest`
+      wargs.push_back("--threads");
+      wargs.push_back(std::to_string(worker_threads(0, n)));
+    }
     spawn(w, exe.string(), wargs, common.json);
     w.reader = std::thread(relay, w.out, w.device, progress, std::ref(lock));
   }
