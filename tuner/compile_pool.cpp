@@ -39,6 +39,16 @@ std::size_t CompileMemo::units() const {
 
 namespace {
 
+// NVRTC for one program, through the memo's shared folder when it has one (SharedCompiles).
+CompiledProgram compile_program(const Compiler& compiler, const std::string& program,
+                                const std::vector<std::string>& names, const std::string& arch, bool resource_report,
+                                const CompileMemo* memo) {
+  const auto run = [&] { return compiler.compile(program, names, arch, resource_report); };
+  SharedCompiles* shared = memo ? memo->shared() : nullptr;
+  if (shared == nullptr) return run();
+  return shared->get(SharedCompiles::key(compiler, program, names, arch, resource_report), run);
+}
+
 // The candidates of one program text grouped by name expression: each unit is one kernel to compile.
 struct ProgramUnits {
   std::vector<std::string> names;                 // per unit
@@ -198,7 +208,7 @@ void CompilePool::compile_batch(CompiledBatch batch) {
     if (batch.unit[k] == names.size()) names.push_back(batch.name_expressions[k]);
   CompiledProgram out;
   try {
-    out = compiler_.compile(batch.program, names, arch_, resource_report_);
+    out = compile_program(compiler_, batch.program, names, arch_, resource_report_, memo_);
   } catch (const std::exception& e) {
     out.ok = false;
     out.log = e.what();
@@ -360,7 +370,7 @@ void CompilePrefetch::work() {
     lock.unlock();
     CompiledProgram out;
     try {
-      out = compiler_.compile(batch.program, batch.names, arch_, resource_report_);
+      out = compile_program(compiler_, batch.program, batch.names, arch_, resource_report_, &memo_);
     } catch (const std::exception&) {
       out.ok = false;
     }

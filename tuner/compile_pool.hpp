@@ -14,6 +14,7 @@
 
 #include "runtime/compiler.hpp"
 #include "templates/family.hpp"
+#include "tuner/shared_compiles.hpp"
 
 namespace jitune::tuner {
 
@@ -45,11 +46,16 @@ class CompileMemo {
   /// Keeps every unit of a successfully compiled program; `keys[u]` is unit u's key.
   void add(const std::vector<std::string>& keys, std::shared_ptr<const CompiledProgram> program);
   std::size_t units() const;
+  /// Programs compiled by the pools and prefetch that use this memo also go through `shared` (other processes of
+  /// the run read them back instead of compiling them again; `jitune tune --devices`). Set before use.
+  void share(std::shared_ptr<SharedCompiles> shared) { shared_ = std::move(shared); }
+  SharedCompiles* shared() const noexcept { return shared_.get(); }
 
  private:
   mutable std::mutex mutex_;
   std::map<std::string, Hit> units_;
   std::size_t bytes_ = 0, max_bytes_;
+  std::shared_ptr<SharedCompiles> shared_;
 };
 
 /// Compiles the candidates of sessions still to come (the rest of a suite) into a CompileMemo, in session order, on

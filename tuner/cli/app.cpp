@@ -130,6 +130,10 @@ CliApp::CliApp() {
   tune_->add_option("--devices", t.devices, "with --suite: tune on these GPUs of this host at once, 'all' or "
                                             "ordinals (0,1): a worker process per GPU takes a shard, the stores are "
                                             "merged into the cache at the end");
+  tune_->add_option("--compile-share", t.compile_share,
+                    "a folder of compiled programs shared with other tuner processes of this run (--devices sets it "
+                    "for its workers)")
+      ->group("");  // internal: between tune --devices and its workers
   tune_->add_flag("--plan", t.plan, "with --suite: list the work items this shard would tune (estimated costs) and "
                                     "stop: no GPU, no compile");
   tune_->add_option("--signature", t.signature, "problem signature instead of problem options");

@@ -452,6 +452,7 @@ int tune(const Common& common, const TuneArgs& args) {
   TuneOutput output;
   // Problems of one family often instantiate the same kernels (the shape is a launch argument): compile them once.
   auto memo = std::make_shared<tuner::CompileMemo>();
+  if (!args.compile_share.empty()) memo->share(std::make_shared<tuner::SharedCompiles>(args.compile_share));
   std::vector<std::shared_ptr<const Problem>> problems;
   for (const auto& [f, signature] : jobs) problems.push_back(f->parse_problem(signature));
   std::unique_ptr<tuner::CompilePrefetch> prefetch = start_prefetch(rt, args, jobs, problems, memo);
@@ -475,9 +476,16 @@ int tune(const Common& common, const TuneArgs& args) {
   const double ahead_s = prefetch ? prefetch->compile_seconds() : 0.0;
   prefetch.reset();
   const std::string& device = rt.device().name;
+  json shared = nullptr;
+  if (const tuner::SharedCompiles* s = memo->shared()) {
+    shared = {{"compiled_here", s->compiled()}, {"read_back", s->read_back()}};
+    std::fprintf(stderr, "shared compiles (%s): %zu programs compiled here, %zu read back (compiled by another worker)\n",
+                 s->dir().c_str(), s->compiled(), s->read_back());
+  }
   if (common.json) {
     std::cout << json{{"device", device},           {"copy_gbs", copy_gbs},        {"wall_s", wall},
-                      {"ahead_units", ahead_units}, {"ahead_nvrtc_s", ahead_s}, {"results", output.results}}
+                      {"ahead_units", ahead_units}, {"ahead_nvrtc_s", ahead_s}, {"results", output.results},
+                      {"shared_compiles", shared}}
                      .dump(2)
               << "\n";
     // The JSON owns stdout; the people watching still get the table.

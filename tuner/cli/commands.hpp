@@ -43,6 +43,8 @@ struct TuneArgs {
   std::string shard;                           ///< "i/N" or "auto": this process's share of the suite (tuner/shard).
   bool plan = false;                           ///< Print this shard's work items and stop (no GPU, no compile).
   std::string devices;                         ///< "all" or "0,1,...": one worker per GPU, each a shard (tune_devices).
+  std::string compile_share;                   ///< A folder of compiled programs shared with the other workers of a
+                                               ///< --devices run (tuner::SharedCompiles); set by tune_devices.
   std::vector<std::string> argv;               ///< The command line as given (the workers get it, adapted).
 };
 

@@ -224,6 +224,8 @@ int tune_devices(const Common& common, const TuneArgs& args) {
       wargs.push_back("--threads");
       wargs.push_back(std::to_string(worker_threads(0, n)));
     }
+    wargs.push_back("--compile-share");  // a program one worker compiled, the others read back
+    wargs.push_back((dir / "compiled").string());
     spawn(w, exe.string(), wargs, common.json);
     w.reader = std::thread(relay, w.out, w.device, progress, std::ref(lock));
   }

@@ -1,0 +1,49 @@
+// SharedCompiles: NVRTC programs compiled once for several tuner processes of one run (`jitune tune --devices`, a
+// worker per GPU) through a folder they share. A process that needs a program reads it back when another has
+// published it; claims it (an O_EXCL claim file holding its pid), compiles and publishes it when nobody has; and
+// waits while a live process holds the claim. A claim whose process has died is taken over; a wait longer than the
+// limit compiles here. Only successful programs are published: a failing one is compiled (and reported) by each
+// process that needs it. Published files are written beside their name and renamed, so a reader sees a whole file
+// or none; a file that does not read back whole is compiled again.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/compiler.hpp"
+
+namespace jitune::tuner {
+
+class SharedCompiles {
+ public:
+  /// `dir` is created when missing. `claim_wait_s`: the longest wait for another process's claim.
+  explicit SharedCompiles(std::filesystem::path dir, double claim_wait_s = 120);
+
+  /// The program of `key`: read back, or compiled here by `compile` (then published when it succeeded).
+  CompiledProgram get(const std::string& key, const std::function<CompiledProgram()>& compile);
+
+  /// The key of a program: program text, name expressions, arch, NVRTC version and options (Compiler::binary_key
+  /// over all names) and whether ptxas's resource report is in it.
+  static std::string key(const Compiler& compiler, const std::string& program, const std::vector<std::string>& names,
+                         const std::string& arch, bool resource_report);
+
+  const std::filesystem::path& dir() const noexcept { return dir_; }
+  /// Programs this object compiled, and programs it read back (another process, or another thread, compiled them).
+  std::size_t compiled() const noexcept { return compiled_.load(); }
+  std::size_t read_back() const noexcept { return read_back_.load(); }
+
+ private:
+  std::filesystem::path dir_;
+  double claim_wait_s_;
+  std::atomic<std::size_t> compiled_{0}, read_back_{0};
+};
+
+/// The bytes of a successful program as SharedCompiles publishes it, and back (nullopt-like: ok false when the
+/// bytes are not a whole program of this format).
+std::string encode_program(const CompiledProgram& program);
+CompiledProgram decode_program(const std::string& bytes);
+
+}  // namespace jitune::tuner
