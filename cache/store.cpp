@@ -68,7 +68,6 @@ constexpr const char* kMigrateToV2[] = {
     "ALTER TABLE records ADD COLUMN shard TEXT NOT NULL DEFAULT ''",
 };
 
-constexpr const char* kDeviceCcs = "SELECT DISTINCT device_name, cc FROM records";
 // One record per device name and fingerprint, for the import's conflict check (the fingerprint columns only).
 constexpr const char* kDeviceFingerprints =
     "SELECT DISTINCT device_name, cc, memory_mb, sm_clock_mhz, memory_clock_mhz FROM records";
@@ -146,10 +145,10 @@ struct Store::Impl {
   sqlite::Database db;
   std::mutex mutex;
   bool has_schema = false;
-  int version = kSchemaVersion;  // the open store's schema version (1: a version-1 store opened read-only)
+  int store_schema = kSchemaVersion;  // the open store's schema version (1: a version-1 store opened read-only)
 
   // Index of a record query's form for this store (kFindExact etc.).
-  int form() const noexcept { return version < 2 ? 1 : 0; }
+  int form() const noexcept { return store_schema < 2 ? 1 : 0; }
 
   Impl(std::filesystem::path path, OpenMode mode) : db(std::move(path), mode == OpenMode::kReadOnly) {}
 
@@ -269,7 +268,7 @@ struct Store::Impl {
     }
     check_understood(state);
     has_schema = state.jitune;
-    if (state.jitune) version = state.version;
+    if (state.jitune) store_schema = state.version;
   }
 
   // Read-only stores opened before any schema existed look again, so a store created meanwhile is seen.
@@ -278,7 +277,7 @@ struct Store::Impl {
     const SchemaState state = probe();
     check_understood(state);
     has_schema = state.jitune;
-    if (state.jitune) version = state.version;
+    if (state.jitune) store_schema = state.version;
     return has_schema;
   }
 
@@ -378,15 +377,13 @@ struct Store::Impl {
       // the wrong GPU's lookups.
       std::map<std::string, std::vector<Record>> known;  // device name -> its fingerprints (key.cc and the fields)
       {
-        Query rows = db.query(version < 2 ? kDeviceCcs : kDeviceFingerprints);
+        Query rows = db.query(kDeviceFingerprints);  // imports write: the store is of the current schema
         while (rows.step()) {
           Record r;
           r.key.cc = rows.integer(1);
-          if (version >= 2) {
-            r.memory_mb = rows.integer(2);
-            r.sm_clock_mhz = rows.integer(3);
-            r.memory_clock_mhz = rows.integer(4);
-          }
+          r.memory_mb = rows.integer(2);
+          r.sm_clock_mhz = rows.integer(3);
+          r.memory_clock_mhz = rows.integer(4);
           known[rows.text(0)].push_back(std::move(r));
         }
       }

@@ -195,6 +195,16 @@ def dot_variant(x, y, out, block, u, per_sm, order, last, load):
     return run, (partial, counter)
 
 
+def add_checked(sides, name, run, out, good):
+    """Runs a hand-written variant once into `out` (filled with NaN first), asserts good(out), and adds it to the
+    sides to time."""
+    out.fill_(float("nan"))
+    run()
+    torch.cuda.synchronize()
+    assert good(out), name
+    sides[name] = run
+
+
 def measure(sides, small, rounds):
     got = {k: [] for k in sides}
     for _ in range(rounds):

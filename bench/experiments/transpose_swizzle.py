@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from peer.common import nonzero  # noqa: E402
-from stream_variants import measure, ptr  # noqa: E402
+from stream_variants import add_checked, measure, ptr  # noqa: E402
 
 import jitune.torch as jt  # noqa: E402
 
@@ -176,12 +176,7 @@ def main():
         if shape[1] % tile or shape[2] % tile:
             continue
         name = f"tile={tile},rows={rows},{'swizzle' if swz else 'padded'},{'one tile' if one else f'{per_sm}/SM'}"
-        run = variant(x, out, *v)
-        out.fill_(float("nan"))
-        run()
-        torch.cuda.synchronize()
-        assert torch.equal(out, want), name
-        sides[name] = run
+        add_checked(sides, name, variant(x, out, *v), out, lambda got: torch.equal(got, want))
     times = measure(sides, False, args.rounds)
     nbytes = 2 * x.numel() * x.element_size()
     rows = []

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from peer.common import nonzero  # noqa: E402
-from stream_variants import measure, ptr  # noqa: E402  (same timing rounds, same pointer passing)
+from stream_variants import add_checked, measure, ptr  # noqa: E402  (same timing rounds, same pointer passing)
 
 import jitune.torch as jt  # noqa: E402
 
@@ -380,21 +380,11 @@ def part(kind, rounds, sector):
         assert good(keep(*args))
         sides["inductor, x's memory order (no transpose)"] = lambda: keep(*args)
     for shape in SHAPES[x.element_size()]:
-        name = "tr={},tc={},threads={},minb={},pad={},order={},el={}".format(*shape)
-        run = variant(x, out, *shape, fuse=fuse)
-        out.fill_(float("nan"))
-        run()
-        torch.cuda.synchronize()
-        assert good(out), name
-        sides[name] = run
+        add_checked(sides, "tr={},tc={},threads={},minb={},pad={},order={},el={}".format(*shape),
+                    variant(x, out, *shape, fuse=fuse), out, good)
     for shape in SECTOR[x.element_size()] if sector else ():
-        name = "sector v={},cl={},threads={},uc={},ur={},order={}".format(*shape)
-        run = sector_variant(x, out, *shape, fuse=fuse)
-        out.fill_(float("nan"))
-        run()
-        torch.cuda.synchronize()
-        assert good(out), name
-        sides[name] = run
+        add_checked(sides, "sector v={},cl={},threads={},uc={},ur={},order={}".format(*shape),
+                    sector_variant(x, out, *shape, fuse=fuse), out, good)
     times = measure(sides, False, rounds)
     nbytes = 2 * x.numel() * x.element_size()
     rows = []
