@@ -294,9 +294,13 @@ _RESULT_STRIDES_LIMIT = 4096  # cleared when full: a long-running process meets 
 
 def _result_strides(shape, inputs):
     """_layout_strides, remembered per shape and input shapes and strides (it only reads those): a warm call with
-    views costs a dict lookup instead of the rule (about 4 µs of Python a call on the CPU machine)."""
+    views costs a dict lookup instead of the rule (about 4 µs of Python a call on the CPU machine). Symbolic sizes
+    (torch.compile's fake tensors with dynamic shapes) are not hashable: those calls run the rule every time."""
     key = (tuple(shape), tuple((tuple(t.shape), t.stride()) for t in inputs))
-    found = _RESULT_STRIDES.get(key, _RESULT_STRIDES)
+    try:
+        found = _RESULT_STRIDES.get(key, _RESULT_STRIDES)
+    except TypeError:
+        return _layout_strides(shape, inputs)
     if found is not _RESULT_STRIDES:
         return found
     if len(_RESULT_STRIDES) >= _RESULT_STRIDES_LIMIT:

@@ -227,6 +227,25 @@ def test_remembered_result_layouts_are_bounded_and_keyed_by_strides(monkeypatch)
     assert kept.stride() == (30, 1, 5) and plain.stride() == (30, 6, 1)
 
 
+def test_result_layouts_of_symbolic_sizes_are_computed_not_remembered():
+    """torch.compile with dynamic shapes hands the op fake tensors whose sizes are SymInts, which cannot be hashed:
+    the layout rule runs for them (this failed with "unhashable type: non-nested SymInt" when the memo came in)."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+    jt._RESULT_STRIDES.clear()
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 3)
+    x = mode.from_tensor(torch.empty(4, 6, 5), source=ConstantSource("x"), symbolic_context=dynamic)
+    with mode:
+        x = x.to("cuda")
+        assert any(isinstance(size, torch.SymInt) for size in x.shape)
+        kept = jt.elementwise("y = x * x", x.permute(0, 2, 1))
+        plain = jt.elementwise("y = x * x + 1", x)
+    assert tuple(int(v) for v in kept.stride()) == (30, 1, 5)
+    assert tuple(int(v) for v in plain.stride()) == (30, 5, 1)
+    assert not jt._RESULT_STRIDES
+
+
 def test_elementwise_out_writes_the_given_view(fake):
     x, s, b = cuda(4, 6, 5, dtype=torch.float16), cuda(dtype=torch.float16), cuda(6, dtype=torch.float16)
     kept = jt.elementwise("y = x * s + b", x.permute(0, 2, 1), s, b)
