@@ -149,4 +149,23 @@ std::vector<int> assign_shards(const std::vector<WorkItem>& items, int count) {
   return shard;
 }
 
+std::vector<std::size_t> claim_order(const std::vector<int>& assigned, int shard) {
+  std::map<int, std::vector<std::size_t>> others;  // shard -> its items, last first
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < assigned.size(); ++i)
+    if (assigned[i] == shard) order.push_back(i);
+  for (std::size_t i = assigned.size(); i-- > 0;)
+    if (assigned[i] != shard) others[assigned[i]].push_back(i);
+  // The shards after this one first (shard + 1, shard + 2, ...), so that several thieves start on different owners.
+  std::vector<const std::vector<std::size_t>*> queues;
+  for (auto it = others.upper_bound(shard); it != others.end(); ++it) queues.push_back(&it->second);
+  for (auto it = others.begin(); it != others.end() && it->first < shard; ++it) queues.push_back(&it->second);
+  for (std::size_t round = 0, taken = 1; taken > 0; ++round) {
+    taken = 0;
+    for (const auto* q : queues)
+      if (round < q->size()) order.push_back((*q)[round]), ++taken;
+  }
+  return order;
+}
+
 }  // namespace jitune::tuner

@@ -59,4 +59,9 @@ std::string compile_affinity(const Family& family, const Problem& problem);
 /// within one unit's cost.
 std::vector<int> assign_shards(const std::vector<WorkItem>& items, int count);
 
+/// The order in which a `--devices` worker of shard `shard` walks the whole work list when the workers take work
+/// from each other (WorkClaims): its own items as listed, then the other shards' items from their ends backwards,
+/// round-robin over those shards (the items their owners reach last). Indices into `assigned` (assign_shards).
+std::vector<std::size_t> claim_order(const std::vector<int>& assigned, int shard);
+
 }  // namespace jitune::tuner

@@ -18,6 +18,8 @@
 
 #include <jitune/error.hpp>
 
+#include "templates/sources.hpp"
+
 namespace jitune::tuner {
 namespace {
 
@@ -63,14 +65,36 @@ std::string read_file(const std::filesystem::path& path) {
   return s.str();
 }
 
-// Whether the process that wrote `claim` may still be compiling: its pid is alive (or the file cannot be read yet:
-// it is being written).
+// Whether process `pid` has ended and waits to be reaped (a zombie: kill(pid, 0) still succeeds on it). A worker
+// killed while the others run stays one until `jitune tune --devices` waits for it.
+bool zombie(long pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const std::size_t close = stat.rfind(')');  // "pid (name) S ...": the name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
+// Whether the process that wrote `claim` may still be working on it: its pid is alive (or the file cannot be read
+// yet: it is being written).
 bool claim_alive(const std::filesystem::path& claim) {
   const std::string text = read_file(claim);
   if (text.empty()) return std::filesystem::exists(claim);
   const long pid = std::strtol(text.c_str(), nullptr, 10);
   if (pid <= 0) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  return (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) && !zombie(pid);
+}
+
+// Creates `claim` if nobody has (O_EXCL) and writes this process's pid into it.
+bool create_claim(const std::filesystem::path& claim) {
+  const int fd = ::open(claim.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST) return false;
+    throw Error("shared claims: cannot create " + claim.string() + ": " + std::strerror(errno) +
+                "; give a writable folder");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  [[maybe_unused]] const ssize_t written = ::write(fd, pid.data(), pid.size());
+  ::close(fd);
+  return true;
 }
 
 }  // namespace
@@ -146,13 +170,8 @@ CompiledProgram SharedCompiles::get(const std::string& key, const std::function<
     return p;
   };
   if (auto p = read_back()) return std::move(*p);
-  const int fd = ::open(claim.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-  bool mine = fd >= 0;
-  if (mine) {
-    const std::string pid = std::to_string(::getpid()) + "\n";
-    [[maybe_unused]] const ssize_t written = ::write(fd, pid.data(), pid.size());
-    ::close(fd);
-  } else {
+  const bool mine = create_claim(claim);
+  if (!mine) {
     // Another process (or thread) compiles it: wait for its file while its claim is alive, up to the limit.
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(claim_wait_s_);
     while (std::chrono::steady_clock::now() < give_up) {
@@ -186,6 +205,57 @@ CompiledProgram SharedCompiles::get(const std::string& key, const std::function<
   }
   if (mine) std::filesystem::remove(claim, ec);  // a failure withdraws the claim: each process compiles it then
   return out;
+}
+
+WorkClaims::WorkClaims(std::filesystem::path dir) : dir_(std::move(dir)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec)
+    throw Error("work claims: cannot create the folder " + dir_.string() + ": " + ec.message() +
+                "; give a writable folder");
+}
+
+std::filesystem::path WorkClaims::path(const std::string& family, const std::string& signature,
+                                       const char* suffix) const {
+  return dir_ / (hex64(hash64(signature, hash64(family))) + suffix);
+}
+
+bool WorkClaims::claimed(const std::string& family, const std::string& signature) const {
+  std::error_code ec;
+  return std::filesystem::exists(path(family, signature, ".claim"), ec);
+}
+
+bool WorkClaims::claim(const std::string& family, const std::string& signature) {
+  const std::filesystem::path claim = path(family, signature, ".claim");
+  if (create_claim(claim)) {
+    ++claims_;
+    return true;
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(path(family, signature, ".done"), ec) || claim_alive(claim)) return false;
+  // Its process died before the item's session ended: move the dead claim aside (one process wins the rename)
+  // and claim afresh. What was moved may be a claim another process made after the look above: give it back.
+  std::random_device random;
+  std::string hidden = ".";  // appended piecewise: g++ 12 warns (-Wrestrict, falsely) on "." + string + ...
+  hidden += claim.filename().string();
+  hidden += ".dead." + std::to_string(::getpid()) + "." + std::to_string(random());
+  const std::filesystem::path aside = dir_ / hidden;
+  std::filesystem::rename(claim, aside, ec);
+  if (ec) return false;
+  if (claim_alive(aside)) {
+    // Back under its name unless yet another process claimed it meanwhile (link fails then: that one holds it).
+    [[maybe_unused]] const int relinked = ::link(aside.c_str(), claim.c_str());
+    std::filesystem::remove(aside, ec);
+    return false;
+  }
+  std::filesystem::remove(aside, ec);
+  if (!create_claim(claim)) return false;
+  ++taken_over_;
+  return true;
+}
+
+void WorkClaims::done(const std::string& family, const std::string& signature) {
+  std::ofstream(path(family, signature, ".done")) << ::getpid() << "\n";
 }
 
 }  // namespace jitune::tuner

@@ -41,6 +41,34 @@ class SharedCompiles {
   std::atomic<std::size_t> compiled_{0}, read_back_{0};
 };
 
+/// Claims of work items among the worker processes of one run (`jitune tune --devices`), through a folder they
+/// share: an item is tuned by the process whose O_EXCL claim file (holding its pid) exists first, and is marked done
+/// when its session ends. A claim without the mark whose process has died (a worker killed while it tuned that
+/// item) is taken over. Two processes that find one dead claim at the same moment may both tune the item: the
+/// merge keeps one record per key.
+class WorkClaims {
+ public:
+  /// `dir` is created when missing.
+  explicit WorkClaims(std::filesystem::path dir);
+
+  /// Whether this process tunes `family`'s `signature`: claimed now, or taken over from a process that died.
+  bool claim(const std::string& family, const std::string& signature);
+  /// Whether another process has claimed it (a cheap look, nothing changed: a claim may still be taken over).
+  bool claimed(const std::string& family, const std::string& signature) const;
+  /// The item's session has ended (tuned, failed or skipped): nobody takes it over.
+  void done(const std::string& family, const std::string& signature);
+
+  const std::filesystem::path& dir() const noexcept { return dir_; }
+  /// Items claimed afresh, and items taken over from a process that died.
+  std::size_t claims() const noexcept { return claims_; }
+  std::size_t taken_over() const noexcept { return taken_over_; }
+
+ private:
+  std::filesystem::path path(const std::string& family, const std::string& signature, const char* suffix) const;
+  std::filesystem::path dir_;
+  std::size_t claims_ = 0, taken_over_ = 0;
+};
+
 /// The bytes of a successful program as SharedCompiles publishes it, and back (nullopt-like: ok false when the
 /// bytes are not a whole program of this format).
 std::string encode_program(const CompiledProgram& program);

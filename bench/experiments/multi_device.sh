@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 17: jitune tune --devices on a 2-GPU host (run there from the repository root with the build carried as
 # build-dev): a worker killed mid-run, then the default suite without conv2d on one GPU and on two, and the two
-# stores compared per key. bench/RESULTS.md, 2026-11-26 evening (third session, continued).
+# stores compared per key. bench/RESULTS.md, 2026-11-26 evening (third session, continued) and 2026-11-27 (tenth
+# session).
 rm -rf build && ln -s build-dev build && src=$(grep -m1 '^CMAKE_HOME_DIRECTORY' build/CMakeCache.txt|cut -d= -f2); mkdir -p "$(dirname "$src")"; ln -sfn "$PWD" "$src"; export JITUNE_CACHE_DIR=/tmp/jcm
 build/jitune devices | head -4
 F="--family elementwise --family elementwise_view --family permute --family upsample_nearest2d --family scatter_add --family reduce_rows"
@@ -9,7 +10,10 @@ F="--family elementwise --family elementwise_view --family permute --family upsa
 ( sleep 12; pkill -9 -f -- "--shard 1/2" && echo "killed gpu 1 worker" ) &
 build/jitune --cache /tmp/kill.sqlite tune --suite default --family elementwise --devices 0,1 > $OUT/kill.txt 2>&1; echo "kill run rc=$?"
 grep -v "candidates, best" $OUT/kill.txt | grep -E "^gpu|GPUs|killed" ; wait
-build/jitune --cache /tmp/kill.sqlite --json cache list | python3 -c "import json,sys; d=json.load(sys.stdin); r=d if isinstance(d,list) else d.get('records',d); print('records in merged store:', len(r))"
+build/jitune --cache /tmp/kill.sqlite cache export $OUT/kill.jsonl > /dev/null
+# Every case of the family is in the merged store once: the killed worker's unstarted cases and the one it was tuning
+# were taken over by the other worker (work claims).
+echo "merged store: $(wc -l < $OUT/kill.jsonl) records, $(python3 -c "import json; print(len({(r['family'], r['signature']) for r in map(json.loads, open('$OUT/kill.jsonl'))}))") distinct keys, of $(build/jitune --json tune --suite default --family elementwise --plan | python3 -c 'import json, sys; print(json.load(sys.stdin)["total_items"])') cases"
 ls /tmp/ | grep devices- ; ls /tmp/kill.sqlite.devices-* 2>/dev/null
 { /usr/bin/time -f "one GPU wall %e s" build/jitune --cache /tmp/one.sqlite tune --suite default $F ; } > $OUT/one.txt 2>&1; tail -1 $OUT/one.txt
 { /usr/bin/time -f "two GPUs wall %e s" build/jitune --cache /tmp/two.sqlite tune --suite default $F --devices 0,1 ; } > $OUT/two.txt 2>&1; grep -E "^gpu [01]:|GPUs|wall" $OUT/two.txt | tail -4

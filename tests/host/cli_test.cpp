@@ -221,7 +221,8 @@ TEST_CASE("tune --devices: each GPU a shard of the suite (--plan without a GPU),
       {"tune --suite default --plan --devices 0,x", "GPU ordinals separated by commas"},
       {"tune --suite default --devices 0,1 --shard 0/2", "drop --shard"},
       {"tune --suite default --devices 0,1 --dry-run", "drop --devices"},
-      {"tune elementwise --expr 'z = x' --dtype float32 --n 10 --devices 0,1", "add --suite default"}};
+      {"tune elementwise --expr 'z = x' --dtype float32 --n 10 --devices 0,1", "add --suite default"},
+      {"tune --suite default --family permute --claims /nonexistent/claims", "give --shard i/N too"}};
   for (auto [args, message] : refused) {
     Result r = run(args);
     CHECK_MESSAGE(r.code != 0, args);

@@ -173,6 +173,29 @@ TEST_CASE("items that compile the same kernels stay on one shard unless that unb
   CHECK(affinity("z = x * y", "float32", "1048576") != affinity("z = x + y", "float32", "1048576"));
 }
 
+TEST_CASE("a worker's claim order: its own items as listed, then the other shards' from their ends, round-robin") {
+  const std::vector<int> assigned = {0, 1, 0, 1, 1, 0, 2, 2, 1};
+  using V = std::vector<std::size_t>;
+  CHECK(tuner::claim_order(assigned, 0) == V{0, 2, 5, 8, 7, 4, 6, 3, 1});
+  CHECK(tuner::claim_order(assigned, 1) == V{1, 3, 4, 8, 7, 5, 6, 2, 0});
+  CHECK(tuner::claim_order(assigned, 2) == V{6, 7, 5, 8, 2, 4, 0, 3, 1});
+  CHECK(tuner::claim_order({}, 0).empty());
+  // Every order is a permutation of the whole list, for every shard of a random assignment.
+  const std::vector<WorkItem> items = random_items(200, 5);
+  for (int count : {2, 3, 8}) {
+    const std::vector<int> shard = assign_shards(items, count);
+    for (int k = 0; k < count; ++k) {
+      V order = tuner::claim_order(shard, k);
+      const auto own = static_cast<std::size_t>(std::count(shard.begin(), shard.end(), k));
+      REQUIRE(order.size() == items.size());
+      for (std::size_t i = 0; i < own; ++i) CHECK(shard[order[i]] == k);
+      CHECK(std::is_sorted(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(own)));
+      std::sort(order.begin(), order.end());
+      for (std::size_t i = 0; i < order.size(); ++i) CHECK(order[i] == i);
+    }
+  }
+}
+
 TEST_CASE("the cost estimate: legal configs on a nominal sm_90, weighted by the bytes moved") {
   const Family& f = family("elementwise");
   const auto small = f.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", "1048576"}});

@@ -161,6 +161,62 @@ TEST_CASE("a claim whose process died is taken over at once; a live one is waite
   CHECK(calls == 3);
 }
 
+TEST_CASE("work claims: one claimant per item; a dead claimant's unfinished item is taken over, a finished one not") {
+  Folder folder;
+  WorkClaims a(folder.path / "claims"), b(folder.path / "claims");
+  CHECK(a.claim("elementwise", "n=1"));
+  CHECK_FALSE(b.claim("elementwise", "n=1"));  // held by a live process (this one)
+  CHECK_FALSE(a.claim("elementwise", "n=1"));  // once
+  CHECK(b.claimed("elementwise", "n=1"));
+  CHECK_FALSE(b.claimed("elementwise", "n=2"));
+  CHECK(b.claim("elementwise", "n=2"));
+  CHECK(a.claim("permute", "n=2"));  // the family is part of the item
+  // Many threads race for each of 50 items: each is claimed exactly once.
+  std::atomic<int> won{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      WorkClaims mine(folder.path / "claims");
+      for (int i = 0; i < 50; ++i)
+        if (mine.claim("upsample", "i=" + std::to_string(i))) ++won;
+    });
+  for (std::thread& t : threads) t.join();
+  CHECK(won == 50);
+  // A child claims two items, finishes one, and dies in the middle of the other (as a SIGKILLed worker would).
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    WorkClaims dying(folder.path / "claims");
+    const bool ok = dying.claim("reduce_rows", "finished") && dying.claim("reduce_rows", "started");
+    dying.done("reduce_rows", "finished");
+    ::_exit(ok ? 0 : 1);
+  }
+  // Not reaped yet: the dead child is a zombie, which kill(pid, 0) still finds; its claim must count as dead.
+  for (int i = 0; i < 500 && !a.claimed("reduce_rows", "started"); ++i)  // the child's claim first
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bool taken = false;
+  for (int i = 0; i < 500 && !taken; ++i) {
+    taken = a.claim("reduce_rows", "started");
+    if (!taken) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(taken);  // taken over from the zombie
+  CHECK(a.taken_over() == 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(a.claim("reduce_rows", "finished"));  // its session ended: nobody tunes it again
+  CHECK(a.taken_over() == 1);
+  CHECK_FALSE(b.claim("reduce_rows", "started"));  // now held by a live process again
+  CHECK(b.taken_over() == 0);
+  // No temporary files are left beside the claims.
+  for (const auto& entry : std::filesystem::directory_iterator(folder.path / "claims"))
+    CHECK(entry.path().filename().string().front() != '.');
+  // A folder that cannot be created is a clear error.
+  std::ofstream(folder.path / "file") << "x";
+  CHECK_THROWS_WITH(WorkClaims(folder.path / "file" / "claims"), doctest::Contains("cannot create the folder"));
+}
+
 TEST_CASE("a real NVRTC program read back keeps its cubin, lowered names and ptxas report") {
   Compiler compiler;
   const std::string program = "template <int N> __global__ void k(float* x) { x[threadIdx.x] *= N; }\n";

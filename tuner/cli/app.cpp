@@ -134,6 +134,10 @@ CliApp::CliApp() {
                     "a folder of compiled programs shared with other tuner processes of this run (--devices sets it "
                     "for its workers)")
       ->group("");  // internal: between tune --devices and its workers
+  tune_->add_option("--claims", t.claims,
+                    "with --shard: a folder of work claims shared with other tuner processes of this run; after its "
+                    "own shard this process tunes the others' items nobody has started (--devices sets it)")
+      ->group("");  // internal: between tune --devices and its workers
   tune_->add_flag("--plan", t.plan, "with --suite: list the work items this shard would tune (estimated costs) and "
                                     "stop: no GPU, no compile");
   tune_->add_option("--signature", t.signature, "problem signature instead of problem options");

@@ -380,9 +380,11 @@ int devices(const Common& common) {
   return 0;
 }
 
-// Keeps the jobs (and names) of this process's shard; with --plan prints them and returns an exit code.
+// Keeps the jobs (and names) of this process's shard; with --plan prints them and returns an exit code. With
+// --claims the other shards' jobs follow this shard's `own` ones, in the order a thief takes them (claim_order).
 std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::vector<TuneJob>& jobs,
-                               std::vector<std::string>& names) {
+                               std::vector<std::string>& names, std::size_t& own) {
+  own = jobs.size();
   if (args.shard.empty() && !args.plan) return std::nullopt;
   const tuner::ShardSpec shard = args.shard.empty()
                                      ? tuner::ShardSpec{0, 1, "no --shard: the whole suite"}
@@ -408,11 +410,20 @@ std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::
     listed.push_back({{"family", items[i].family}, {"name", items[i].name}, {"signature", items[i].signature},
                       {"cost", items[i].cost}, {"affinity", hex64(hash64(items[i].affinity))}});
   }
+  own = kept_jobs.size();
+  if (!args.claims.empty() && !args.plan && !args.dry_run) {
+    kept_jobs.clear();
+    kept_names.clear();
+    for (std::size_t i : tuner::claim_order(assigned, shard.index)) {
+      kept_jobs.push_back(jobs[i]);
+      kept_names.push_back(names[i]);
+    }
+  }
   jobs = std::move(kept_jobs);
   names = std::move(kept_names);
   char summary[512];
   std::snprintf(summary, sizeof summary, "shard %d of %d (%s): %zu of %zu work items, %.1f%% of the estimated cost\n",
-                shard.index, shard.count, shard.source.c_str(), jobs.size(), items.size(),
+                shard.index, shard.count, shard.source.c_str(), own, items.size(),
                 total > 0 ? 100 * mine / total : 0.0);
   if (!args.plan) {
     std::fputs(summary, stderr);
@@ -437,7 +448,10 @@ int tune(const Common& common, const TuneArgs& args) {
   if (!args.devices.empty()) return tune_devices(common, args);
   std::vector<std::string> names;
   std::vector<TuneJob> jobs = tune_jobs(args, names);
-  if (const auto planned = apply_shard(common, args, jobs, names)) return *planned;
+  std::size_t own = 0;  // jobs[own...] belong to other shards: tuned only where this worker claims them
+  if (const auto planned = apply_shard(common, args, jobs, names, own)) return *planned;
+  if (!args.claims.empty() && args.shard.empty())
+    throw InvalidArgument("jitune tune: --claims shares the work of several --shard processes; give --shard i/N too");
   if (args.dry_run) return run_dry(common, args, jobs);
   if (device_count() == 0) {
     std::fprintf(stderr,
@@ -458,18 +472,30 @@ int tune(const Common& common, const TuneArgs& args) {
   std::unique_ptr<tuner::CompilePrefetch> prefetch = start_prefetch(rt, args, jobs, problems, memo);
   // While one session times, the next one's worker builds the workload and reference (prepare_session).
   std::shared_ptr<tuner::PreparedSession> prepared;
+  std::unique_ptr<tuner::WorkClaims> claims;
+  if (!args.claims.empty()) claims = std::make_unique<tuner::WorkClaims>(args.claims);
+  std::size_t own_tuned = 0, others_tuned = 0;
   for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const std::string family(jobs[j].first->name());
+    if (claims && !claims->claim(family, jobs[j].second)) {
+      prepared.reset();  // it was built for this job, which another worker tunes
+      continue;
+    }
+    ++(j < own ? own_tuned : others_tuned);
     tuner::TuneOptions opt = tune_options(args, memo);
     if (prefetch) prefetch->starting(j);
     opt.prepared = std::move(prepared);
-    if (j + 1 < jobs.size()) {
+    if (j + 1 < jobs.size() &&
+        !(claims && claims->claimed(std::string(jobs[j + 1].first->name()), jobs[j + 1].second))) {
       try {
         prepared = tuner::prepare_session(rt, *jobs[j + 1].first, problems[j + 1], tune_options(args, memo));
       } catch (const Error&) {
         prepared.reset();  // the session itself starts its worker, and reports what is wrong
       }
     }
-    if (!tune_case(common, args, rt, jobs[j], *problems[j], names[j], std::move(opt), output)) break;
+    const bool go_on = tune_case(common, args, rt, jobs[j], *problems[j], names[j], std::move(opt), output);
+    if (claims) claims->done(family, jobs[j].second);
+    if (!go_on) break;
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::size_t ahead_units = prefetch ? prefetch->units() : 0;
@@ -482,10 +508,19 @@ int tune(const Common& common, const TuneArgs& args) {
     std::fprintf(stderr, "shared compiles (%s): %zu programs compiled here, %zu read back (compiled by another worker)\n",
                  s->dir().c_str(), s->compiled(), s->read_back());
   }
+  json claimed = nullptr;
+  if (claims) {
+    claimed = {{"own_items", own}, {"own_tuned", own_tuned}, {"others_tuned", others_tuned},
+               {"taken_over", claims->taken_over()}};
+    std::fprintf(stderr,
+                 "work claims (%s): %zu of this shard's %zu items tuned here, %zu of other shards' (%zu of them "
+                 "taken over from a worker that died)\n",
+                 claims->dir().c_str(), own_tuned, own, others_tuned, claims->taken_over());
+  }
   if (common.json) {
     std::cout << json{{"device", device},           {"copy_gbs", copy_gbs},        {"wall_s", wall},
                       {"ahead_units", ahead_units}, {"ahead_nvrtc_s", ahead_s}, {"results", output.results},
-                      {"shared_compiles", shared}}
+                      {"shared_compiles", shared},  {"claims", claimed}}
                      .dump(2)
               << "\n";
     // The JSON owns stdout; the people watching still get the table.

@@ -45,6 +45,10 @@ struct TuneArgs {
   std::string devices;                         ///< "all" or "0,1,...": one worker per GPU, each a shard (tune_devices).
   std::string compile_share;                   ///< A folder of compiled programs shared with the other workers of a
                                                ///< --devices run (tuner::SharedCompiles); set by tune_devices.
+  std::string claims;                          ///< A folder of work claims shared with the other workers of a
+                                               ///< --devices run (tuner::WorkClaims): with --shard, this worker
+                                               ///< also tunes the others' items nobody has started; set by
+                                               ///< tune_devices.
   std::vector<std::string> argv;               ///< The command line as given (the workers get it, adapted).
 };
 

@@ -1,7 +1,9 @@
 // jitune tune --suite ... --devices all|0,1,...: every listed GPU of this host tunes its shard of the suite in a
 // worker process of its own (this same executable with --device d --shard k/N --cache <its own store>), and the
 // workers' stores are merged into the user cache at the end. A store is written record by record (SQLite commits),
-// so a worker that crashes or is killed leaves every record it committed, and the merge takes them all.
+// so a worker that crashes or is killed leaves every record it committed, and the merge takes them all. The workers
+// share compiled programs (--compile-share) and work claims (--claims): a worker done with its shard tunes the
+// others' items nobody has started, from their ends, and the item a killed worker was tuning is taken over.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -226,17 +228,27 @@ int tune_devices(const Common& common, const TuneArgs& args) {
     }
     wargs.push_back("--compile-share");  // a program one worker compiled, the others read back
     wargs.push_back((dir / "compiled").string());
+    wargs.push_back("--claims");  // a worker done with its shard takes the others' items nobody has started
+    wargs.push_back((dir / "claims").string());
     spawn(w, exe.string(), wargs, common.json);
     w.reader = std::thread(relay, w.out, w.device, progress, std::ref(lock));
   }
-  for (Worker& w : workers) {
+  // Reaped in the order they end, so a worker that died is no zombie while the others look at its claims.
+  for (std::size_t left = workers.size(); left > 0;) {
     int status = 0;
-    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: none left
     }
-    if (WIFEXITED(status)) w.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) w.signal = WTERMSIG(status);
-    w.reader.join();
+    for (Worker& w : workers) {
+      if (w.pid != pid || w.exit_code != -1 || w.signal != 0) continue;
+      if (WIFEXITED(status)) w.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) w.signal = WTERMSIG(status);
+      --left;
+    }
   }
+  for (Worker& w : workers) w.reader.join();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // Every record a worker committed goes into the target: the shards hold disjoint keys, so the merge adds them;
