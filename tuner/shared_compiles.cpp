@@ -227,10 +227,7 @@ bool WorkClaims::claimed(const std::string& family, const std::string& signature
 
 bool WorkClaims::claim(const std::string& family, const std::string& signature) {
   const std::filesystem::path claim = path(family, signature, ".claim");
-  if (create_claim(claim)) {
-    ++claims_;
-    return true;
-  }
+  if (create_claim(claim)) return true;
   std::error_code ec;
   if (std::filesystem::exists(path(family, signature, ".done"), ec) || claim_alive(claim)) return false;
   // Its process died before the item's session ended: move the dead claim aside (one process wins the rename)

@@ -59,14 +59,13 @@ class WorkClaims {
   void done(const std::string& family, const std::string& signature);
 
   const std::filesystem::path& dir() const noexcept { return dir_; }
-  /// Items claimed afresh, and items taken over from a process that died.
-  std::size_t claims() const noexcept { return claims_; }
+  /// Items taken over from a process that died.
   std::size_t taken_over() const noexcept { return taken_over_; }
 
  private:
   std::filesystem::path path(const std::string& family, const std::string& signature, const char* suffix) const;
   std::filesystem::path dir_;
-  std::size_t claims_ = 0, taken_over_ = 0;
+  std::size_t taken_over_ = 0;
 };
 
 /// The bytes of a successful program as SharedCompiles publishes it, and back (nullopt-like: ok false when the

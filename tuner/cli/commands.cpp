@@ -513,8 +513,8 @@ int tune(const Common& common, const TuneArgs& args) {
     claimed = {{"own_items", own}, {"own_tuned", own_tuned}, {"others_tuned", others_tuned},
                {"taken_over", claims->taken_over()}};
     std::fprintf(stderr,
-                 "work claims (%s): %zu of this shard's %zu items tuned here, %zu of other shards' (%zu of them "
-                 "taken over from a worker that died)\n",
+                 "work claims (%s): %zu of this shard's %zu items tuned here, %zu of other shards'; %zu claims taken "
+                 "over from a worker that died\n",
                  claims->dir().c_str(), own_tuned, own, others_tuned, claims->taken_over());
   }
   if (common.json) {
