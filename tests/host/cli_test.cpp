@@ -114,7 +114,35 @@ TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shi
       shipped_records += c["level"] == "exact";
     }
     CHECK(j["cases"].size() > 90);
+    // tune --missing lists exactly the cases explain does not find exact for that device (--plan: no GPU).
+    std::multiset<std::string> not_exact, planned;
+    for (const auto& c : j["cases"])
+      if (c["level"] != "exact") not_exact.insert(c["family"].get<std::string>() + "/" + c["case"].get<std::string>());
+    Result missing = run("--json " + fresh + " --device-name '" + device + "' tune --suite default --missing --plan");
+    REQUIRE_MESSAGE(missing.code == 0, missing.out);
+    const auto plan = nlohmann::json::parse(missing.out.substr(missing.out.find('{')));
+    for (const auto& item : plan["items"])
+      planned.insert(item["family"].get<std::string>() + "/" + item["name"].get<std::string>());
+    CHECK(planned == not_exact);
+    CHECK(plan["total_items"] == not_exact.size());
+    CHECK(missing.out.find("--missing: " + std::to_string(not_exact.size()) + " of " +
+                           std::to_string(j["cases"].size()) + " cases are not served exactly on " + device) !=
+          std::string::npos);
+    CHECK(not_exact.size() == (device == "NVIDIA H200" ? 18u : 0u));
   }
+  // --missing: a suite's cases, a GPU (or --plan with --device-name), and --device-name only for a plan.
+  const std::pair<const char*, const char*> refused[] = {
+      {"tune elementwise --expr 'z = x' --dtype float32 --n 10 --missing", "add --suite default"},
+      {"--device-name 'NVIDIA H200' tune --suite default --missing", "drop --device-name, or add --plan"}};
+  for (auto [args, message] : refused) {
+    Result r = run(fresh + " " + args);
+    CHECK_MESSAGE(r.code != 0, args);
+    CHECK_MESSAGE(r.out.find(message) != std::string::npos, args, ": ", r.out);
+  }
+  Result no_gpu = run(fresh + " tune --suite default --family permute --missing");
+  CHECK(no_gpu.code == 3);
+  CHECK(no_gpu.out.find("run it on the GPU, or list them for a device with --plan --device-name NAME") !=
+        std::string::npos);
   Result one = run(fresh + " explain --device-name 'NVIDIA H100 80GB HBM3' permute --dtype float32 --shape 8192x8192 "
                    "--perm 1,0");
   CHECK_MESSAGE(one.code == 0, one.out);

@@ -140,6 +140,9 @@ CliApp::CliApp() {
       ->group("");  // internal: between tune --devices and its workers
   tune_->add_flag("--plan", t.plan, "with --suite: list the work items this shard would tune (estimated costs) and "
                                     "stop: no GPU, no compile");
+  tune_->add_flag("--missing", t.missing, "with --suite: only the cases the caches do not serve exactly on this GPU "
+                                          "(never tuned here, or tuned with a template that has changed since); with "
+                                          "--plan and --device-name NAME, without a GPU");
   tune_->add_option("--signature", t.signature, "problem signature instead of problem options");
   tune_->add_option("--configs", t.configs, "time only these configs (';' between them) and the default, side by "
                                             "side, e.g. 'block=256,pack=4,unroll=1,waves=32;block=512,...'");
@@ -326,6 +329,11 @@ std::string CliApp::ignored_tune_options() const {
     return std::string("jitune tune: ") + (t.plan ? "--plan" : "--shard") +
            " works on a suite; add --suite default (one problem is one work item)";
   if (t.plan && t.dry_run) return "jitune tune: --plan lists the work and stops; drop --dry-run or --plan";
+  if (t.missing && t.suite.empty())
+    return "jitune tune: --missing picks the cases of a suite that the caches do not serve exactly; add --suite default";
+  if (t.missing && !common_.device_name.empty() && !t.plan && !t.dry_run)
+    return "jitune tune: --device-name names a device to plan for without a GPU; a tuning run tunes the GPU it runs on "
+           "(--device N): drop --device-name, or add --plan";
   if (given("--devices")) {
     if (t.suite.empty())
       return "jitune tune: --devices shares a suite's cases among GPUs; add --suite default (one problem runs on one "

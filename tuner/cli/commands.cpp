@@ -330,6 +330,9 @@ bool tune_case(const Common& common, const TuneArgs& args, Runtime& rt, const Tu
 }
 
 // Several sessions: while one times, the next one's kernels compile (CompilePrefetch) at a low CPU priority.
+// Keeps the suite cases the caches do not serve exactly on the device (--missing); defined with Explainer below.
+void keep_missing(const Common& common, std::vector<TuneJob>& jobs, std::vector<std::string>& names);
+
 std::unique_ptr<tuner::CompilePrefetch> start_prefetch(Runtime& rt, const TuneArgs& args,
                                                        const std::vector<TuneJob>& jobs,
                                                        const std::vector<std::shared_ptr<const Problem>>& problems,
@@ -448,6 +451,10 @@ int tune(const Common& common, const TuneArgs& args) {
   if (!args.devices.empty()) return tune_devices(common, args);
   std::vector<std::string> names;
   std::vector<TuneJob> jobs = tune_jobs(args, names);
+  if (args.missing) {
+    keep_missing(common, jobs, names);
+    if (jobs.empty() && !args.plan) return 0;  // said why; nothing to tune
+  }
   std::size_t own = 0;  // jobs[own...] belong to other shards: tuned only where this worker claims them
   if (const auto planned = apply_shard(common, args, jobs, names, own)) return *planned;
   if (!args.claims.empty() && args.shard.empty())
@@ -627,6 +634,25 @@ class Explainer {
   std::unique_ptr<Compiler> compiler_;  // offline: NVRTC's version is part of a record's key
   std::string device_;
 };
+
+void keep_missing(const Common& common, std::vector<TuneJob>& jobs, std::vector<std::string>& names) {
+  if (common.device_name.empty() && device_count() == 0)
+    throw NoDevice("jitune tune --missing: which cases are missing depends on the GPU, and there is none here (" +
+                   device_unavailable_reason() + "); run it on the GPU, or list them for a device with --plan "
+                   "--device-name NAME");
+  Explainer explainer(common);
+  std::vector<TuneJob> kept_jobs;
+  std::vector<std::string> kept_names;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (explainer.explain(*jobs[i].first, jobs[i].second).level == MatchLevel::kExact) continue;
+    kept_jobs.push_back(jobs[i]);
+    kept_names.push_back(names[i]);
+  }
+  std::fprintf(stderr, "--missing: %zu of %zu cases are not served exactly on %s%s\n", kept_jobs.size(), jobs.size(),
+               explainer.device().c_str(), kept_jobs.empty() ? ": nothing to tune" : "");
+  jobs = std::move(kept_jobs);
+  names = std::move(kept_names);
+}
 
 }  // namespace
 

@@ -42,6 +42,7 @@ struct TuneArgs {
   std::string configs;                         ///< "a=1,b=2;a=2,b=2": time only these (and the default).
   std::string shard;                           ///< "i/N" or "auto": this process's share of the suite (tuner/shard).
   bool plan = false;                           ///< Print this shard's work items and stop (no GPU, no compile).
+  bool missing = false;                        ///< Only the suite cases this device's caches do not serve exactly.
   std::string devices;                         ///< "all" or "0,1,...": one worker per GPU, each a shard (tune_devices).
   std::string compile_share;                   ///< A folder of compiled programs shared with the other workers of a
                                                ///< --devices run (tuner::SharedCompiles); set by tune_devices.
