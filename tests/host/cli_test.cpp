@@ -434,6 +434,27 @@ TEST_CASE("cache list, show, export, import and merge") {
   CHECK(nlohmann::json::parse(st.out)["added"] == 1);
   Result listed = run(other + " cache list");
   CHECK_MESSAGE(listed.out.find("stale") != std::string::npos, listed.out);
+  // export --current leaves the stale record out (and says so); a plain export keeps every record.
+  const std::string every = (dir.path / "every.jsonl").string(), current = (dir.path / "current.jsonl").string();
+  Result all_out = run("--json " + other + " cache export " + every);
+  REQUIRE_MESSAGE(all_out.code == 0, all_out.out);
+  Result cur_out = run(other + " cache export --current " + current);
+  REQUIRE_MESSAGE(cur_out.code == 0, cur_out.out);
+  CHECK_MESSAGE(cur_out.out.find("(1 of a changed template or an unknown family left out)") != std::string::npos,
+                cur_out.out);
+  auto read_lines = [](const std::string& path) {
+    std::vector<std::string> lines;
+    std::ifstream f(path);
+    for (std::string l; std::getline(f, l);) lines.push_back(l);
+    return lines;
+  };
+  const std::vector<std::string> every_lines = read_lines(every), current_lines = read_lines(current);
+  CHECK(every_lines.size() == nlohmann::json::parse(all_out.out)["exported"].get<std::size_t>());
+  CHECK(current_lines.size() + 1 == every_lines.size());
+  CHECK(every_lines.size() >= 2);
+  for (const std::string& l : current_lines) CHECK(l.find("0123456789abcdef") == std::string::npos);
+  CHECK(std::count_if(every_lines.begin(), every_lines.end(),
+                      [](const std::string& l) { return l.find("0123456789abcdef") != std::string::npos; }) == 1);
 
   // Times no GPU could reach are rejected: below the launch floor, or more bytes than 40 TB/s moves.
   std::ofstream(dir.path / "impossible.jsonl") << cache::to_json_line(sample_record(5000, 1e-300)) << "\n"

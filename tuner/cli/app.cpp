@@ -185,6 +185,8 @@ void CliApp::add_cache_commands() {
   export_ = cache_->add_subcommand("export", "write every record as JSON Lines (one record a line)");
   export_->add_option("file", file_, "output .jsonl file (only a regular file is replaced)")->required();
   export_->add_flag("--force", force_, "replace a symbolic link at the path (the link itself, not its target)");
+  export_->add_flag("--current", current_, "only the records this build can serve: records of a changed template "
+                                           "(stale) or an unknown family are left out (refreshing a shipped file)");
   import_ = cache_->add_subcommand("import", "read JSON Lines records (validated; new keys added, stored records kept "
                                              "unless --trust)");
   import_->add_option("file", file_, "input .jsonl file")->required()->check(CLI::ExistingFile);
@@ -393,7 +395,7 @@ int CliApp::run() {
         auto [family, options] = chosen(show_families_);
         return cache_show(common_, family, options, show_signature_);
       }
-      if (*export_) return cache_export(common_, file_, force_);
+      if (*export_) return cache_export(common_, file_, force_, current_);
       if (*import_) return verify_ ? cache_import_verified(common_, file_) : cache_import(common_, file_, trust_);
       if (*merge_) return cache_merge(common_, merge_files_, trust_, majority_ ? merge_noise_ : -1.0);
       if (*revalidate_) return cache_revalidate(common_, list_family_, runners_up_);

@@ -65,7 +65,7 @@ class CliApp {
   CLI::App* revalidate_ = nullptr;
   CLI::App* paths_ = nullptr;
   int runners_up_ = 2;
-  bool force_ = false, trust_ = false, verify_ = false, majority_ = false;
+  bool force_ = false, current_ = false, trust_ = false, verify_ = false, majority_ = false;
   std::vector<std::string> merge_files_;
   double merge_noise_ = 0.03;
   bool json_requested_ = false;  ///< --json anywhere on the command line (errors then come as JSON too).

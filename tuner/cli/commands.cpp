@@ -330,6 +330,13 @@ bool tune_case(const Common& common, const TuneArgs& args, Runtime& rt, const Tu
 }
 
 // Several sessions: while one times, the next one's kernels compile (CompilePrefetch) at a low CPU priority.
+// Whether this build can serve `r`: its family is known and its template hash is that template's now (a record
+// of a changed template is stale: ignored by lookups, listed as such, left out of `cache export --current`).
+bool current_template(const cache::Record& r) {
+  const Family* f = find_family(r.key.family);
+  return f != nullptr && r.key.template_hash == template_hash(f->template_name());
+}
+
 // Keeps the suite cases the caches do not serve exactly on the device (--missing); defined with Explainer below.
 void keep_missing(const Common& common, std::vector<TuneJob>& jobs, std::vector<std::string>& names);
 
@@ -860,8 +867,7 @@ int cache_list(const Common& common, const std::string& family_name) {
     }
     for (const auto& r : store->records()) {
       if (!family_name.empty() && r.key.family != family_name) continue;
-      const bool stale = find_family(r.key.family) &&
-                         r.key.template_hash != template_hash(find_family(r.key.family)->template_name());
+      const bool stale = find_family(r.key.family) && !current_template(r);
       if (common.json) {
         json j = record_json(r);
         j["stale"] = stale;
@@ -919,14 +925,25 @@ int cache_show(const Common& common, const std::string& family_name, const std::
   return 0;
 }
 
-int cache_export(const Common& common, const std::string& file, bool replace_symlink) {
+int cache_export(const Common& common, const std::string& file, bool replace_symlink, bool current_only) {
   cache::Store store(cache_path(common), cache::OpenMode::kReadOnly);
-  store.export_jsonl(file, replace_symlink);
+  std::vector<cache::Record> records = store.records();
+  const std::size_t all = records.size();
+  if (current_only)
+    records.erase(std::remove_if(records.begin(), records.end(), [](const cache::Record& r) { return !current_template(r); }),
+                  records.end());
+  cache::write_jsonl(file, records, replace_symlink);
+  const std::size_t left_out = all - records.size();
   if (common.json)
-    std::cout << json{{"exported", store.records().size()}, {"from", store.path().string()}, {"to", file}}.dump(2)
+    std::cout << json{{"exported", records.size()}, {"left_out_stale", left_out}, {"from", store.path().string()},
+                      {"to", file}}
+                     .dump(2)
               << "\n";
   else
-    std::printf("exported %zu records from %s to %s\n", store.records().size(), store.path().c_str(), file.c_str());
+    std::printf("exported %zu records from %s to %s%s\n", records.size(), store.path().c_str(), file.c_str(),
+                current_only ? (" (" + std::to_string(left_out) + " of a changed template or an unknown family left "
+                                "out)").c_str()
+                             : "");
   return 0;
 }
 
@@ -1098,7 +1115,7 @@ int cache_revalidate(const Common& common, const std::string& family_name, int r
       tuner::TuneReport t = tuner::tune(rt, *f, *problem, opt);
       const bool winner_changed = t.best.text() != r.config;
       changed += winner_changed;
-      const bool stale = r.key.template_hash != template_hash(f->template_name());
+      const bool stale = !current_template(r);
       if (common.json) {
         out.push_back({{"family", r.key.family}, {"signature", r.key.signature}, {"old_config", r.config},
                        {"old_us", r.time_us}, {"old_nvrtc", r.key.nvrtc_version}, {"new_config", t.best.text()},

@@ -77,7 +77,8 @@ int explain_suite(const Common& common);
 int cache_list(const Common& common, const std::string& family);
 int cache_show(const Common& common, const std::string& family, const std::map<std::string, std::string>& problem,
                const std::string& signature);
-int cache_export(const Common& common, const std::string& file, bool replace_symlink);
+/// `current_only`: only the records this build can serve (a known family, its current template).
+int cache_export(const Common& common, const std::string& file, bool replace_symlink, bool current_only);
 /// Imports / merges records; a stored record is replaced (by a faster incoming one) only with `trust`.
 int cache_import(const Common& common, const std::string& file, bool trust);
 /// Imports with every record of this device re-timed here first (its config side by side with the stored winner
