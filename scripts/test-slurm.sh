@@ -3,7 +3,9 @@
 # and slurmd (Debian's packages, installed here when missing; needs root) with a private configuration in a temporary
 # folder, runs a job array whose tasks each list their share of the default suite (`jitune tune --suite default
 # --plan --shard auto --json`: the same split a tuning array would tune, taken from SLURM_ARRAY_TASK_*), then checks
-# that the tasks' lists together are the whole suite with no case in two of them, and stops the daemons.
+# that the tasks' lists together are the whole suite with no case in two of them; then a second array whose tasks
+# share a claims folder (`--claims`, dry-run compiles of reduce_rows' cases) works on every case once; and stops the
+# daemons.
 #   usage: scripts/test-slurm.sh [build-folder] [tasks]   (default: build, 4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,4 +111,24 @@ twice = [k for k, n in seen.items() if n > 1]
 extra = [k for k in seen if k not in set(whole)]
 assert not missing and not twice and not extra, (missing, twice, extra)
 print(f"test-slurm: {tasks} array tasks cover the {len(whole)} default-suite cases, each exactly once")
+EOF
+# Work claims in a folder the tasks share: each task claims a case before it works on it (here a dry-run compile of
+# a sample, no GPU), its own shard first, then the others' cases nobody has started. Together: every case once.
+sbatch --wait --array="1-$last" --output="$dir/claims_%a.json" --error="$dir/claims_%a.err" --chdir="$dir" \
+  --wrap="'$jitune' --json tune --suite default --family reduce_rows --dry-run --strategy random --budget 1 --shard auto --claims '$dir/claims'" \
+  >/dev/null || fail "the claims array failed: $(cat "$dir"/claims_*.err 2>/dev/null)"
+"$jitune" --json tune --suite default --family reduce_rows --plan >"$dir/reduce_rows.json"
+python3 - "$dir" "$tasks" <<'EOF'
+import collections, json, sys
+folder, tasks = sys.argv[1], int(sys.argv[2])
+whole = collections.Counter((i["family"], i["signature"]) for i in json.load(open(f"{folder}/reduce_rows.json"))["items"])
+done = collections.Counter()
+for task in range(1, tasks + 1):
+    cases = json.load(open(f"{folder}/claims_{task}.json"))
+    done.update((c["family"], c["signature"]) for c in cases)
+    line = [l for l in open(f"{folder}/claims_{task}.err") if l.startswith("work claims")]
+    assert line, f"task {task} printed no claims line"
+    print(f"task {task}: {line[0].split('): ', 1)[1].strip()}")
+assert done == whole, (sorted(set(whole) - set(done)), sorted(k for k, n in done.items() if n > 1))
+print(f"test-slurm: {tasks} array tasks sharing a claims folder worked on the {len(whole)} reduce_rows cases, each once")
 EOF

@@ -73,17 +73,31 @@ bool zombie(long pid) {
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
 }
 
+// This machine's name, as claims record it (processes of several hosts may share a folder on a network file system).
+const std::string& this_host() {
+  static const std::string name = [] {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return std::string("?");
+    return std::string(buf);
+  }();
+  return name;
+}
+
 // Whether the process that wrote `claim` may still be working on it: its pid is alive (or the file cannot be read
-// yet: it is being written).
+// yet: it is being written). A claim made on another host counts as alive: its process cannot be seen from here.
 bool claim_alive(const std::filesystem::path& claim) {
   const std::string text = read_file(claim);
   if (text.empty()) return std::filesystem::exists(claim);
-  const long pid = std::strtol(text.c_str(), nullptr, 10);
+  std::istringstream fields(text);
+  long pid = 0;
+  std::string host;
+  fields >> pid >> host;
   if (pid <= 0) return false;
+  if (!host.empty() && host != this_host()) return true;
   return (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) && !zombie(pid);
 }
 
-// Creates `claim` if nobody has (O_EXCL) and writes this process's pid into it.
+// Creates `claim` if nobody has (O_EXCL) and writes this process's pid and host into it, in one write.
 bool create_claim(const std::filesystem::path& claim) {
   const int fd = ::open(claim.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -91,8 +105,8 @@ bool create_claim(const std::filesystem::path& claim) {
     throw Error("shared claims: cannot create " + claim.string() + ": " + std::strerror(errno) +
                 "; give a writable folder");
   }
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  [[maybe_unused]] const ssize_t written = ::write(fd, pid.data(), pid.size());
+  const std::string holder = std::to_string(::getpid()) + " " + this_host() + "\n";
+  [[maybe_unused]] const ssize_t written = ::write(fd, holder.data(), holder.size());
   ::close(fd);
   return true;
 }
@@ -252,7 +266,7 @@ bool WorkClaims::claim(const std::string& family, const std::string& signature) 
 }
 
 void WorkClaims::done(const std::string& family, const std::string& signature) {
-  std::ofstream(path(family, signature, ".done")) << ::getpid() << "\n";
+  std::ofstream(path(family, signature, ".done")) << ::getpid() << " " << this_host() << "\n";
 }
 
 }  // namespace jitune::tuner

@@ -1,7 +1,8 @@
 // SharedCompiles: NVRTC programs compiled once for several tuner processes of one run (`jitune tune --devices`, a
-// worker per GPU) through a folder they share. A process that needs a program reads it back when another has
-// published it; claims it (an O_EXCL claim file holding its pid), compiles and publishes it when nobody has; and
-// waits while a live process holds the claim. A claim whose process has died is taken over; a wait longer than the
+// worker per GPU, or `--shard` processes on hosts that share a folder) through a folder they share. A process that
+// needs a program reads it back when another has published it; claims it (an O_EXCL claim file holding its pid and
+// host), compiles and publishes it when nobody has; and waits while a live process holds the claim (a claim of
+// another host counts as live). A claim whose process has died on this host is taken over; a wait longer than the
 // limit compiles here. Only successful programs are published: a failing one is compiled (and reported) by each
 // process that needs it. Published files are written beside their name and renamed, so a reader sees a whole file
 // or none; a file that does not read back whole is compiled again.
@@ -41,11 +42,12 @@ class SharedCompiles {
   std::atomic<std::size_t> compiled_{0}, read_back_{0};
 };
 
-/// Claims of work items among the worker processes of one run (`jitune tune --devices`), through a folder they
-/// share: an item is tuned by the process whose O_EXCL claim file (holding its pid) exists first, and is marked done
-/// when its session ends. A claim without the mark whose process has died (a worker killed while it tuned that
-/// item) is taken over. Two processes that find one dead claim at the same moment may both tune the item: the
-/// merge keeps one record per key.
+/// Claims of work items among the tuner processes of one run (`jitune tune --devices`, or `--shard` processes on
+/// hosts that share a folder), through a folder they share: an item is tuned by the process whose O_EXCL claim file
+/// (holding its pid and host) exists first, and is marked done when its session ends. A claim without the mark
+/// whose process has died on this host (a worker killed while it tuned that item) is taken over; a claim made on
+/// another host is never taken over (its process cannot be seen from here). Two processes that find one dead claim
+/// at the same moment may both tune the item: the merge keeps one record per key.
 class WorkClaims {
  public:
   /// `dir` is created when missing.

@@ -203,7 +203,9 @@ TEST_CASE("tune --plan --shard: N shards list the whole suite, each case once, w
   // A filtered suite shards the same way, and --shard / --plan need a suite.
   Result fam = run("--json tune --suite default --family permute --plan --shard 0/2");
   REQUIRE_MESSAGE(fam.code == 0, fam.out);
-  for (const auto& item : nlohmann::json::parse(fam.out)["items"]) CHECK(item["family"] == "permute");
+  const auto fam_plan = nlohmann::json::parse(fam.out);  // kept: iterating parse(...)["items"] would dangle
+  CHECK(fam_plan["items"].size() >= 7);  // the 14 permute cases over 2 shards
+  for (const auto& item : fam_plan["items"]) CHECK(item["family"] == "permute");
   Result lone = run("tune elementwise --expr 'z = x' --dtype float32 --n 10 --shard 0/2");
   CHECK(lone.code == 2);
   CHECK_MESSAGE(lone.out.find("works on a suite") != std::string::npos, lone.out);
@@ -250,11 +252,41 @@ TEST_CASE("tune --devices: each GPU a shard of the suite (--plan without a GPU),
       {"tune --suite default --devices 0,1 --shard 0/2", "drop --shard"},
       {"tune --suite default --devices 0,1 --dry-run", "drop --devices"},
       {"tune elementwise --expr 'z = x' --dtype float32 --n 10 --devices 0,1", "add --suite default"},
-      {"tune --suite default --family permute --claims /nonexistent/claims", "give --shard i/N too"}};
+      {"tune --suite default --family permute --claims /nonexistent/claims", "give --shard i/N too"},
+      {"tune --suite default --devices 0,1 --claims /tmp/c", "drop --claims and --compile-share"},
+      {"tune --suite default --devices 0,1 --compile-share /tmp/c", "drop --claims and --compile-share"}};
   for (auto [args, message] : refused) {
     Result r = run(args);
     CHECK_MESSAGE(r.code != 0, args);
     CHECK_MESSAGE(r.out.find(message) != std::string::npos, args, ": ", r.out);
+  }
+  // Shards sharing a claims folder (a dry run needs no GPU): the first process, alone, takes every case (its own,
+  // then the others' from their ends); the second finds them all claimed and compiles none. Each case once.
+  {
+    Dir claims;
+    const std::string base = "--json tune --suite default --family reduce_rows --dry-run --strategy random --budget 1 "
+                             "--claims " + (claims.path / "claims").string() + " --shard ";
+    Result first = run(base + "0/2"), second = run(base + "1/2");
+    REQUIRE_MESSAGE(first.code == 0, first.out);
+    REQUIRE_MESSAGE(second.code == 0, second.out);
+    auto compiled = [](const std::string& out) {
+      std::multiset<std::string> cases;
+      for (const auto& c : nlohmann::json::parse(out.substr(out.find('['))))
+        cases.insert(c["family"].get<std::string>() + "/" + c["signature"].get<std::string>());
+      return cases;
+    };
+    const std::multiset<std::string> a = compiled(first.out), b = compiled(second.out);
+    Result whole_rr = run("--json tune --suite default --family reduce_rows --plan");
+    REQUIRE(whole_rr.code == 0);
+    std::multiset<std::string> suite;
+    const auto listed = nlohmann::json::parse(whole_rr.out);  // kept: ["items"] refers into it
+    for (const auto& item : listed["items"])
+      suite.insert(item["family"].get<std::string>() + "/" + item["signature"].get<std::string>());
+    CHECK(suite.size() == 12);
+    CHECK(a == suite);
+    CHECK(b.empty());
+    CHECK(first.out.find("of other shards'") != std::string::npos);
+    CHECK(second.out.find("0 of this shard's") != std::string::npos);
   }
   // Without a GPU the workers are never started: the no-GPU exit, saying why.
   Result none = run("tune --suite default --family permute --devices 0,1");

@@ -217,6 +217,44 @@ TEST_CASE("work claims: one claimant per item; a dead claimant's unfinished item
   CHECK_THROWS_WITH(WorkClaims(folder.path / "file" / "claims"), doctest::Contains("cannot create the folder"));
 }
 
+TEST_CASE("a claim made on another host is never taken over: its process cannot be seen from here") {
+  Folder folder;
+  const pid_t child = ::fork();  // a pid that is surely dead once reaped
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  WorkClaims claims(folder.path / "claims");
+  // Another host's claim of that pid holds (a Slurm task elsewhere may be tuning the item)...
+  REQUIRE(claims.claim("permute", "elsewhere"));  // learn the claim file's name from a claim of our own
+  std::filesystem::path file;
+  for (const auto& entry : std::filesystem::directory_iterator(folder.path / "claims")) file = entry.path();
+  std::filesystem::remove(file);
+  std::ofstream(file) << child << " some-other-host\n";
+  CHECK_FALSE(claims.claim("permute", "elsewhere"));
+  CHECK(claims.taken_over() == 0);
+  // ...while the same pid named with this host, or with no host (an older claim), is dead and taken over.
+  std::filesystem::remove(file);
+  char host[256] = {};
+  REQUIRE(::gethostname(host, sizeof host - 1) == 0);
+  std::ofstream(file) << child << " " << host << "\n";
+  CHECK(claims.claim("permute", "elsewhere"));
+  CHECK(claims.taken_over() == 1);
+  std::ifstream back(file);
+  long pid = 0;
+  std::string named;
+  back >> pid >> named;
+  CHECK(pid == ::getpid());  // the claim now names this process and this host
+  CHECK(named == host);
+  // A program claimed on another host is waited for (up to the limit), never taken over at once.
+  std::ofstream(folder.path / "far.claim") << child << " some-other-host\n";
+  SharedCompiles quick(folder.path, 0.3);
+  int calls = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  check_same(quick.get("far", [&] { return fake_program(++calls); }), fake_program(1));
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= 0.3);
+}
+
 TEST_CASE("a real NVRTC program read back keeps its cubin, lowered names and ptxas report") {
   Compiler compiler;
   const std::string program = "template <int N> __global__ void k(float* x) { x[threadIdx.x] *= N; }\n";

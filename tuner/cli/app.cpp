@@ -131,13 +131,14 @@ CliApp::CliApp() {
                                             "ordinals (0,1): a worker process per GPU takes a shard, the stores are "
                                             "merged into the cache at the end");
   tune_->add_option("--compile-share", t.compile_share,
-                    "a folder of compiled programs shared with other tuner processes of this run (--devices sets it "
-                    "for its workers)")
-      ->group("");  // internal: between tune --devices and its workers
+                    "a folder of compiled programs shared with the other tuner processes of this run, e.g. the "
+                    "--shard tasks of a Slurm array on a shared file system: a program is compiled once and read back "
+                    "by the others (--devices gives its workers one)");
   tune_->add_option("--claims", t.claims,
-                    "with --shard: a folder of work claims shared with other tuner processes of this run; after its "
-                    "own shard this process tunes the others' items nobody has started (--devices sets it)")
-      ->group("");  // internal: between tune --devices and its workers
+                    "with --shard: a folder of work claims shared with the other shards' processes of this run (a "
+                    "fresh folder per run, on a file system they all see): each case is claimed before it is tuned, "
+                    "and a process done with its shard tunes the others' cases nobody has started (--devices gives "
+                    "its workers one)");
   tune_->add_flag("--plan", t.plan, "with --suite: list the work items this shard would tune (estimated costs) and "
                                     "stop: no GPU, no compile");
   tune_->add_flag("--missing", t.missing, "with --suite: only the cases the caches do not serve exactly on this GPU "
@@ -344,6 +345,9 @@ std::string CliApp::ignored_tune_options() const {
       return "jitune tune: --devices gives each GPU its shard of the suite itself; drop --shard (or run one process "
              "per shard with --device)";
     if (t.dry_run) return "jitune tune: --dry-run compiles without a GPU; drop --devices";
+    if (given("--claims") || given("--compile-share"))
+      return "jitune tune: --devices gives its workers their own claims and compile folders; drop --claims and "
+             "--compile-share";
     if (given("--configs")) return "jitune tune: --configs times one problem's configs; drop --devices";
   }
   if (given("--family") && t.suite.empty())

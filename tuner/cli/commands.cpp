@@ -119,12 +119,21 @@ void print_suite_table(std::FILE* to, const std::string& suite, const std::strin
                candidates, strategy.c_str(), legal, reused, ahead_units, ahead_s);
 }
 
-int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::pair<const Family*, std::string>>& jobs) {
+// Compiles each job's space (or a sample); with --claims only the jobs this process claims (jobs[own...] belong to
+// other shards), each marked done after its compile.
+int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::pair<const Family*, std::string>>& jobs,
+            std::size_t own) {
   Compiler compiler;
   DeviceInfo device = nominal_device(std::stoi(args.arch.substr(3)));
   json out = json::array();
   int failures = 0;
-  for (const auto& [f, signature] : jobs) {
+  std::unique_ptr<tuner::WorkClaims> claims;
+  if (!args.claims.empty()) claims = std::make_unique<tuner::WorkClaims>(args.claims);
+  std::size_t own_done = 0, others_done = 0;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const auto& [f, signature] = jobs[j];
+    if (claims && !claims->claim(std::string(f->name()), signature)) continue;
+    ++(j < own ? own_done : others_done);
     auto problem = f->parse_problem(signature);
     auto r = tuner::dry_run(compiler, *f, *problem, device, args.threads,
                             args.strategy == "random" ? args.budget : 0, args.seed);
@@ -139,6 +148,7 @@ int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::p
       for (const auto& c : r.candidates) cands.push_back(candidate_json(c));
       out.push_back({{"family", f->name()}, {"signature", signature}, {"arch", args.arch}, {"legal", r.sampled_from ? r.sampled_from : r.candidates.size()},
                      {"compiled", r.candidates.size()}, {"pruned", r.pruned}, {"compile_s", r.compile_s}, {"wall_s", r.wall_s}, {"candidates", cands}});
+      if (claims) claims->done(std::string(f->name()), signature);
       continue;
     }
     std::printf("%s %s on %s: %zu legal configs%s (%zu pruned by constraints), %zu compiled, %zu spill, %.1fs "
@@ -153,7 +163,11 @@ int run_dry(const Common& common, const TuneArgs& args, const std::vector<std::p
                   c.resources.stack_bytes, c.resources.spill_store_bytes);
     for (const auto& c : r.candidates)
       if (c.status != "ok") std::printf("  first failure (%s):\n%s\n", c.config.text().c_str(), c.reason.c_str());
+    if (claims) claims->done(std::string(f->name()), signature);
   }
+  if (claims)
+    std::fprintf(stderr, "work claims (%s): %zu of this shard's %zu items compiled here, %zu of other shards'\n",
+                 claims->dir().c_str(), own_done, own, others_done);
   if (common.json) std::cout << out.dump(2) << "\n";
   return failures ? kExitError : 0;
 }
@@ -421,7 +435,7 @@ std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::
                       {"cost", items[i].cost}, {"affinity", hex64(hash64(items[i].affinity))}});
   }
   own = kept_jobs.size();
-  if (!args.claims.empty() && !args.plan && !args.dry_run) {
+  if (!args.claims.empty() && !args.plan) {
     kept_jobs.clear();
     kept_names.clear();
     for (std::size_t i : tuner::claim_order(assigned, shard.index)) {
@@ -466,7 +480,7 @@ int tune(const Common& common, const TuneArgs& args) {
   if (const auto planned = apply_shard(common, args, jobs, names, own)) return *planned;
   if (!args.claims.empty() && args.shard.empty())
     throw InvalidArgument("jitune tune: --claims shares the work of several --shard processes; give --shard i/N too");
-  if (args.dry_run) return run_dry(common, args, jobs);
+  if (args.dry_run) return run_dry(common, args, jobs, own);
   if (device_count() == 0) {
     std::fprintf(stderr,
                  "jitune tune: no GPU here (%s). Tuning needs a CUDA device; 'jitune tune ... --dry-run' compiles the "
