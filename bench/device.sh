@@ -12,7 +12,11 @@
 # With "metrics": Nsight Compute counters (DRAM bytes and rate, L2 hits, sectors per request, shared-memory conflicts,
 #   occupancy, launch shape) of both sides of each case whose name contains an argument (one process), paired per
 #   case by bench/python/ncu_pairs.py into metrics.md.
-#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|vs_inductor|firstcall|profile|metrics|all]
+# With "refresh": the cases this GPU's caches do not serve exactly (`jitune tune --suite default --missing`, the
+#   families given or all), tuned into a scratch store seeded with this GPU model's shipped file, and exported with
+#   only current records (`cache export --current`) to $OUT/refresh.jsonl: the new shipped file for that model
+#   (copy it to cache/shipped/ on the development machine); then `explain --suite default` there.
+#   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|vs_inductor|firstcall|profile|metrics|refresh|all]
 #          [family ...]
 #   (default: all)
 set -uo pipefail
@@ -100,6 +104,20 @@ print(",".join(m for m, _, _ in ncu_pairs.METRICS))')
   ncu --profile-from-start off --clock-control none --csv --page raw --print-units base --metrics "$metrics" \
     python3 bench/python/vs_inductor.py --profile "${case_args[@]}" > "$out/metrics.txt" 2>&1 || status=1
   python3 bench/python/ncu_pairs.py "$out/metrics.txt" --markdown "$out/metrics.md" || status=1
+fi
+if [ "$what" = refresh ]; then
+  name=$("$build/jitune" --json devices | python3 -c 'import json, sys; print(json.load(sys.stdin)["devices"][0]["name"])')
+  slug=$(echo "$name" | tr 'A-Z' 'a-z' | sed -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/^-//' -e 's/-$//')
+  scratch=$(mktemp -d)
+  if [ -f "cache/shipped/$slug.jsonl" ]; then
+    "$build/jitune" --cache "$scratch/refresh.sqlite" cache import "cache/shipped/$slug.jsonl" | tail -1 || status=1
+  fi
+  { /usr/bin/time -f "refresh wall %e s" "$build/jitune" --cache "$scratch/refresh.sqlite" tune --suite default \
+      --missing "${fam_args[@]}" ; } 2>&1 | tee "$out/refresh.txt" | grep -E -- '--missing|where the|wall'
+  "$build/jitune" --cache "$scratch/refresh.sqlite" cache export --current "$out/refresh.jsonl" || status=1
+  JITUNE_CACHE_DIR=$scratch "$build/jitune" --cache "$scratch/refresh.sqlite" explain --suite default | tail -1
+  echo "new shipped file for $name: $out/refresh.jsonl (cache/shipped/$slug.jsonl)"
+  rm -rf "$scratch"
 fi
 if [ "$what" = python ] || [ "$what" = all ]; then
   export PYTHONPATH=$PWD/build-py/site${PYTHONPATH:+:$PYTHONPATH}
