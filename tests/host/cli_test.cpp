@@ -254,7 +254,10 @@ TEST_CASE("tune --devices: each GPU a shard of the suite (--plan without a GPU),
       {"tune elementwise --expr 'z = x' --dtype float32 --n 10 --devices 0,1", "add --suite default"},
       {"tune --suite default --family permute --claims /nonexistent/claims", "give --shard i/N too"},
       {"tune --suite default --devices 0,1 --claims /tmp/c", "drop --claims and --compile-share"},
-      {"tune --suite default --devices 0,1 --compile-share /tmp/c", "drop --claims and --compile-share"}};
+      {"tune --suite default --devices 0,1 --compile-share /tmp/c", "drop --claims and --compile-share"},
+      {"tune --suite default --family permute --shard 0/2 --dry-run --compile-share /tmp/c",
+       "--compile-share has no effect with --dry-run"},
+      {"tune --suite default --family permute --shard 0/2 --plan --claims /tmp/c", "have no effect; drop them"}};
   for (auto [args, message] : refused) {
     Result r = run(args);
     CHECK_MESSAGE(r.code != 0, args);

@@ -313,7 +313,7 @@ std::string CliApp::ignored_tune_options() const {
   const std::string strategy = resolved_strategy();
   if (given("--arch") && !t.dry_run) return "jitune tune: --arch names the target of a --dry-run compile; add --dry-run or drop it";
   if (t.dry_run)
-    for (const char* option : {"--no-store", "--l2", "--in-process", "--min-time-ms", "--configs"})
+    for (const char* option : {"--no-store", "--l2", "--in-process", "--min-time-ms", "--configs", "--compile-share"})
       if (given(option))
         return std::string("jitune tune: ") + option + " has no effect with --dry-run (nothing is timed or stored); drop one of them";
   if (given("--budget") && strategy != "random" && strategy != "guided")
@@ -332,6 +332,9 @@ std::string CliApp::ignored_tune_options() const {
     return std::string("jitune tune: ") + (t.plan ? "--plan" : "--shard") +
            " works on a suite; add --suite default (one problem is one work item)";
   if (t.plan && t.dry_run) return "jitune tune: --plan lists the work and stops; drop --dry-run or --plan";
+  if (t.plan && (given("--claims") || given("--compile-share")))
+    return "jitune tune: --plan lists a shard's own cases and stops, so --claims and --compile-share have no effect; "
+           "drop them or --plan";
   if (t.missing && t.suite.empty())
     return "jitune tune: --missing picks the cases of a suite that the caches do not serve exactly; add --suite default";
   if (t.missing && !common_.device_name.empty() && !t.plan && !t.dry_run)
