@@ -141,7 +141,7 @@ void refuse_unsafe_target(const std::filesystem::path& out, bool replace_symlink
 }  // namespace
 
 std::string to_json_line(const Record& record) {
-  const Json object = {
+  Json line = {
       {"family", record.key.family},
       {"template_hash", record.key.template_hash},
       {"signature", record.key.signature},
@@ -160,14 +160,17 @@ std::string to_json_line(const Record& record) {
       {"jitune_version", record.jitune_version},
       {"driver_version", record.driver_version},
       {"created_at", record.created_at},
-      {"memory_mb", record.memory_mb},
-      {"sm_clock_mhz", record.sm_clock_mhz},
-      {"memory_clock_mhz", record.memory_clock_mhz},
-      {"host", record.host},
-      {"shard", record.shard},
   };
+  // The fingerprint and provenance only where known: a record made before them (the shipped files' older lines)
+  // exports as it was imported, so a refreshed shipped file's diff shows only what was tuned again.
+  for (const auto& [name, value] : {std::pair<const char*, int>{"memory_mb", record.memory_mb},
+                                    {"sm_clock_mhz", record.sm_clock_mhz},
+                                    {"memory_clock_mhz", record.memory_clock_mhz}})
+    if (value != 0) line[name] = value;
+  if (!record.host.empty()) line["host"] = record.host;
+  if (!record.shard.empty()) line["shard"] = record.shard;
   try {
-    return object.dump();
+    return line.dump();
   } catch (const Json::exception& error) {
     throw InvalidArgument("cannot write the record " + describe(record.key) + " as JSON: " + error.what() +
                           " (its text fields must be valid UTF-8)");

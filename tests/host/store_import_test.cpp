@@ -323,6 +323,30 @@ TEST_CASE("a version-1 store: migrated in place read-write, read as it is read-o
   check_same(reopened.records()[1], expected);
 }
 
+TEST_CASE("a record without a fingerprint or provenance writes a line without those fields, and reads back the same") {
+  Record bare = make_record("bare");
+  bare.memory_mb = bare.sm_clock_mhz = bare.memory_clock_mhz = 0;
+  bare.host.clear();
+  bare.shard.clear();
+  const nlohmann::json line = nlohmann::json::parse(to_json_line(bare));
+  for (const char* name : {"memory_mb", "sm_clock_mhz", "memory_clock_mhz", "host", "shard"})
+    CHECK_MESSAGE(!line.contains(name), name);
+  check_same(from_json_line(to_json_line(bare)), bare);
+  Record known = make_record("known");
+  known.memory_mb = 81559;
+  known.sm_clock_mhz = 1980;
+  known.memory_clock_mhz = 2619;
+  known.host = "node7";
+  known.shard = "1/4";
+  const nlohmann::json full = nlohmann::json::parse(to_json_line(known));
+  CHECK(full["memory_mb"] == 81559);
+  CHECK(full["sm_clock_mhz"] == 1980);
+  CHECK(full["memory_clock_mhz"] == 2619);
+  CHECK(full["host"] == "node7");
+  CHECK(full["shard"] == "1/4");
+  check_same(from_json_line(to_json_line(known)), known);
+}
+
 TEST_CASE("a record line without the fingerprint and provenance fields (an older export) reads as not recorded") {
   nlohmann::json line = nlohmann::json::parse(to_json_line(make_record("x")));
   for (const char* name : {"memory_mb", "sm_clock_mhz", "memory_clock_mhz", "host", "shard"}) line.erase(name);
