@@ -20,6 +20,7 @@
 #include "runtime/runtime_impl.hpp"
 #include "runtime/stores.hpp"
 #include "templates/elementwise/elementwise.hpp"
+#include "store_test_support.hpp"
 
 namespace jitune {
 namespace {
@@ -477,13 +478,8 @@ TEST_CASE("cache list, show, export, import and merge") {
   REQUIRE_MESSAGE(cur_out.code == 0, cur_out.out);
   CHECK_MESSAGE(cur_out.out.find("(1 of a changed template or an unknown family left out)") != std::string::npos,
                 cur_out.out);
-  auto read_lines = [](const std::string& path) {
-    std::vector<std::string> lines;
-    std::ifstream f(path);
-    for (std::string l; std::getline(f, l);) lines.push_back(l);
-    return lines;
-  };
-  const std::vector<std::string> every_lines = read_lines(every), current_lines = read_lines(current);
+  const std::vector<std::string> every_lines = store_test::read_lines(every),
+                                 current_lines = store_test::read_lines(current);
   CHECK(every_lines.size() == nlohmann::json::parse(all_out.out)["exported"].get<std::size_t>());
   CHECK(current_lines.size() + 1 == every_lines.size());
   CHECK(every_lines.size() >= 2);

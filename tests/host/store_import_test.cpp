@@ -206,8 +206,7 @@ TEST_CASE("a record whose device the cache knows under another compute capabilit
   Record fewer_sms = make_record("fewer_sms");  // the same model with another SM count is another key, not a conflict
   fewer_sms.key.sm_count = base.key.sm_count - 2;
   const fs::path in = dir / "in.jsonl";
-  write_text(in, to_json_line(relabelled) + "\n" + to_json_line(other_device) + "\n" + to_json_line(other_again) +
-                     "\n" + to_json_line(other_conflict) + "\n" + to_json_line(fewer_sms) + "\n");
+  write_text(in, jsonl_of({relabelled, other_device, other_again, other_conflict, fewer_sms}));
   const ImportReport report = store.import_jsonl(in, nullptr);
   CHECK(report.added == 3);
   CHECK(report.rejected == 2);
@@ -243,8 +242,7 @@ TEST_CASE("memory size and clocks are part of a device's fingerprint where both 
   Record memory_clock = make_record("memory_clock");
   memory_clock.memory_clock_mhz = 1593;
   const fs::path in = dir / "in.jsonl";
-  write_text(in, to_json_line(driver_reserve) + "\n" + to_json_line(unknown) + "\n" + to_json_line(more_memory) +
-                     "\n" + to_json_line(slower) + "\n" + to_json_line(memory_clock) + "\n");
+  write_text(in, jsonl_of({driver_reserve, unknown, more_memory, slower, memory_clock}));
   const ImportReport report = store.import_jsonl(in, nullptr);
   CHECK(report.added == 2);
   CHECK(report.rejected == 3);

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <initializer_list>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -142,6 +143,13 @@ inline std::string read_bytes(const fs::path& path) {
 inline void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
+}
+
+// The JSON Lines file of `records`, one a line, in order.
+inline std::string jsonl_of(std::initializer_list<Record> records) {
+  std::string text;
+  for (const Record& r : records) text += to_json_line(r) + "\n";
+  return text;
 }
 
 inline std::vector<std::string> read_lines(const fs::path& path) {
