@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""conv2d algorithms side by side on the GPU (issue 18): for each shape, jitune's exhaustive tune (direct and
-implicit-GEMM candidates, each verified against the CPU reference) and cuDNN (torch, benchmark mode, TF32 off) in
-the same call. Prints per shape: best direct, best implicit GEMM, the untuned default, cuDNN, TFLOP/s.
+"""conv2d algorithms side by side on the GPU (issue 18): for each shape, jitune's exhaustive tune (every algorithm's
+candidates, each verified against the CPU reference) and cuDNN (torch, benchmark mode, TF32 off) in the same call.
+Prints per shape: the best of each algorithm (direct, implicit GEMM, tensor-core direct, Winograd), the untuned
+default, cuDNN, TFLOP/s.
 
 usage: python3 bench/experiments/conv_algos.py [--build build] [--only TEXT] [--out FILE.json]
 Shapes: N,C,H,W,K,R,stride,pad,dtype[,layout].
 """
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -29,7 +31,19 @@ SHAPES = [
     (32, 256, 14, 14, 256, 3, 1, 1, "float16", "nhwc"),
     (32, 512, 7, 7, 512, 3, 1, 1, "float16", "nhwc"),
     (1, 320, 64, 64, 320, 3, 1, 1, "float16", "nhwc"),
+    # float32 (no tensor cores): the direct kernel beside Winograd F(2x2, 3x3)
+    (1, 64, 56, 56, 64, 3, 1, 0, "float32"),
+    (1, 64, 56, 56, 64, 3, 1, 1, "float32"),
+    (32, 64, 56, 56, 64, 3, 1, 1, "float32"),
+    (32, 128, 28, 28, 128, 3, 1, 1, "float32"),
+    (32, 256, 14, 14, 256, 3, 1, 1, "float32"),
+    (32, 512, 7, 7, 512, 3, 1, 1, "float32"),
+    (1, 256, 14, 14, 256, 3, 1, 1, "float32"),
+    (1, 320, 64, 64, 320, 3, 1, 1, "float32"),
+    (32, 64, 56, 56, 64, 3, 1, 1, "float32", "nhwc"),
+    (1, 16, 512, 512, 16, 3, 1, 0, "float32"),
 ]
+ALGOS = {0: "direct", 1: "igemm", 2: "tcd", 3: "wino"}
 
 
 def name(s):
@@ -56,16 +70,16 @@ def tune(build, s):
         return None
     rep = json.loads(out.stdout)
     rep = rep["results"][0] if "results" in rep else rep
-    best = {0: None, 1: None}
+    best = {a: None for a in ALGOS}
     for cand in rep["candidates"]:
         if cand["status"] != "ok":
             continue
-        algo = 1 if "algo=1" in cand["config"] else 0
+        algo = int(re.search(r"algo=(\d)", cand["config"]).group(1))
         if best[algo] is None or cand["time_us"] < best[algo][0]:
             best[algo] = (cand["time_us"], cand["config"])
     bad = [c for c in rep["candidates"] if c["status"] not in ("ok", "resources_exceeded", "pruned", "cut")]
     return {"best": (rep["best_us"], rep["best"]), "default": (rep["default_us"], rep["heuristic"]),
-            "direct": best[0], "igemm": best[1], "wall_s": rep["wall_s"], "tried": rep["tried"],
+            **{ALGOS[a]: best[a] for a in ALGOS}, "wall_s": rep["wall_s"], "tried": rep["tried"],
             "statuses": sorted({c["status"] for c in rep["candidates"]}), "bad": bad[:3]}
 
 
@@ -112,12 +126,11 @@ def main():
             print(f"{name(s)}: tune failed; cuDNN {cu:.2f} us", flush=True)
             continue
         tf = lambda us: flops(s) / us / 1e6
-        d = t["direct"][0] if t["direct"] else float("nan")
-        g = t["igemm"][0] if t["igemm"] else float("nan")
-        print(f"{name(s):34s} direct {d:9.2f}  igemm {g:9.2f}  default {t['default'][0]:9.2f}  cuDNN {cu:9.2f} us"
+        per = "  ".join(f"{a} {t[a][0]:8.2f}" for a in ALGOS.values() if t[a])
+        print(f"{name(s):34s} {per}  default {t['default'][0]:9.2f}  cuDNN {cu:9.2f} us"
               f"  best/cuDNN {cu / t['best'][0]:.3f}x  {tf(t['best'][0]):.1f} TFLOP/s (cuDNN {tf(cu):.1f})"
               f"  tune {t['wall_s']:.1f}s/{t['tried']}", flush=True)
-        print(f"    best {t['best'][1]}  igemm {t['igemm'][1] if t['igemm'] else '-'}  statuses {t['statuses']}"
+        print(f"    best {t['best'][1]}  wino {t['wino'][1] if t['wino'] else '-'}  statuses {t['statuses']}"
               + (f" BAD {t['bad']}" if t["bad"] else ""), flush=True)
         rows.append({"shape": name(s), "cudnn_us": cu, **t})
     if args.out:

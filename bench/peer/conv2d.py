@@ -15,6 +15,11 @@ NETWORK_ROWS = [(1, 64, 56, 56, 64, 3, 1, 1), (32, 64, 56, 56, 64, 3, 1, 1), (32
                 (32, 64, 56, 56, 256, 1, 1, 0), (32, 1024, 14, 14, 256, 1, 1, 0)]
 # Channels last (x and the weight in torch.channels_last; cuDNN runs its NHWC kernels).
 CHANNELS_LAST_ROWS = [(32, 64, 56, 56, 64, 3, 1, 1), (32, 256, 14, 14, 256, 3, 1, 1), (1, 320, 64, 64, 320, 3, 1, 1)]
+# float32 network layers (issue 18 item 3: Winograd beside the direct kernel; cuDNN with TF32 off): the 3x3 rows of
+# stride 1 above, then the first channels-last one.
+FLOAT32_ROWS = [(1, 64, 56, 56, 64, 3, 1, 1), (32, 64, 56, 56, 64, 3, 1, 1), (32, 128, 28, 28, 128, 3, 1, 1),
+                (32, 256, 14, 14, 256, 3, 1, 1), (32, 512, 7, 7, 512, 3, 1, 1), (1, 256, 14, 14, 256, 3, 1, 1)]
+FLOAT32_CHANNELS_LAST_ROWS = [(32, 64, 56, 56, 64, 3, 1, 1)]
 # Fused epilogues (issue 18 item 4), float16 with a bias: (row, channels last, name suffix, residual). PyTorch runs
 # the chain a user writes, relu(conv2d(x, w, b) [+ r]); jitune one kernel (jitune's epilogue "y = max(acc [+ r],
 # 0.0f)", templates/conv2d/conv2d.cpp).
@@ -28,7 +33,9 @@ def cases():
     return ([_case(dtype, *row) for dtype in ("float32", "float16") for row in ROWS] +
             [_case("float16", *row) for row in NETWORK_ROWS] +
             [_case("float16", *row, nhwc=True) for row in CHANNELS_LAST_ROWS] +
-            [_case("float16", *row, nhwc=nhwc, fused=(suffix, residual)) for row, nhwc, suffix, residual in FUSED_ROWS])
+            [_case("float16", *row, nhwc=nhwc, fused=(suffix, residual)) for row, nhwc, suffix, residual in FUSED_ROWS] +
+            [_case("float32", *row) for row in FLOAT32_ROWS] +
+            [_case("float32", *row, nhwc=True) for row in FLOAT32_CHANNELS_LAST_ROWS])
 
 
 def fused_name(dtype, row, nhwc, suffix):

@@ -58,7 +58,7 @@ std::string hard_check(const ConvProblem& p, const Config& config, const DeviceI
   const auto& s = p.shape();
   if (s.layout != ImageLayout::kNCHW)
     return "the direct kernel (algo 0) reads NCHW; channels last runs on the implicit GEMM (algo 1: float16 or "
-           "bfloat16 on sm_80+)";
+           "bfloat16 on sm_80+) or Winograd (algo 3: float32 3x3 filters of stride 1 and dilation 1)";
   const std::int64_t es = static_cast<std::int64_t>(dtype_size(p.dtype()));
   const std::int64_t load = config.at("load"), k_block = config.at("k_block"), c_stage = config.at("c_stage");
   auto cfg = [&] { return " (" + config.text() + ")"; };
@@ -161,6 +161,10 @@ Config heuristic(const ConvProblem& p, const DeviceInfo& device) {
     const Config tc = igemm_heuristic(p, device);
     if (igemm_hard_check(p, tc, device).empty()) return tc;
   }
+  if (wino_preferred(p, device)) {
+    const Config w = wino_heuristic(p, device);
+    if (wino_hard_check(p, w, device).empty()) return w;
+  }
   Config c = base_config(p, device);
   if (hard_check(p, c, device).empty()) return c;
   // Large filters / dilations: fewer registers, then less shared memory, until the hard rules pass.
@@ -195,6 +199,10 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
     std::string why = tcd_hard_check(p, config, device);
     return why.empty() ? tcd_neighbourhood_check(p, config, device) : why;
   }
+  if (config.at("algo") == 3) {
+    std::string why = wino_hard_check(p, config, device);
+    return why.empty() ? wino_neighbourhood_check(p, config, device) : why;
+  }
   std::string why = hard_check(p, config, device);
   if (!why.empty()) return why;
   // The tuned neighbourhood of the default: only where the default itself is legal (ordinary problems).
@@ -208,6 +216,7 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
 std::string kernel_limits(const ConvProblem& problem, const Config& config, const DeviceInfo& device) {
   if (config.at("algo") == 1) return detail::igemm_hard_check(problem, config, device);
   if (config.at("algo") == 2) return detail::tcd_hard_check(problem, config, device);
+  if (config.at("algo") == 3) return detail::wino_hard_check(problem, config, device);
   return hard_check(problem, config, device);
 }
 

@@ -11,10 +11,11 @@ class ConvFamily final : public Family {
   ConvFamily()
       : space_({
             {"algo",
-             {0, 1, 2},
+             {0, 1, 2, 3},
              "0: direct kernel (FFMA on shared-memory tiles, any dtype); 1: implicit GEMM on tensor cores "
              "(mma.sync on sm_80+ or wgmma on sm_90, float16 / bfloat16); 2: direct on tensor cores (a shared halo tile read by "
-             "ldmatrix, short reductions, float16 / bfloat16, sm_80+)"},
+             "ldmatrix, short reductions, float16 / bfloat16, sm_80+); 3: Winograd F(2x2, 3x3) in float32 (3x3, "
+             "stride 1, dilation 1, either layout)"},
             {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", 0},
             {"out_w", {1, 2, 4}, "direct: contiguous output columns per thread", "algo", 0},
             {"block_h", {1, 2, 4, 8, 16}, "direct: thread rows per block (tile height = block_h * out_h)", "algo", 0},
@@ -82,6 +83,13 @@ class ConvFamily final : public Family {
              "algo", 2},
             {"warps", {2, 4, 8}, "tensor-core direct: warps per block", "algo", 2},
             {"m_tiles", {1, 2, 4}, "tensor-core direct: 16-pixel groups a warp computes at once", "algo", 2},
+            {"wino_k", {16, 32, 64}, "Winograd: output channels per block", "algo", 3},
+            {"wino_tiles", {16, 32, 64}, "Winograd: 2x2 output tiles per block", "algo", 3},
+            {"wino_c", {4, 8, 16}, "Winograd: input channels per shared-memory stage", "algo", 3},
+            {"wino_rk", {4, 8}, "Winograd: output channels per thread (of wino_k)", "algo", 3},
+            {"wino_rt", {4, 8}, "Winograd: tiles per thread (of wino_tiles); threads 16 * wino_k / wino_rk * "
+             "wino_tiles / wino_rt", "algo", 3},
+            {"wino_min_blocks", {1, 2}, "Winograd: blocks per SM the register allocation must allow", "algo", 3},
         }) {}
 
   std::string_view name() const override { return "conv2d"; }
@@ -275,6 +283,13 @@ class ConvFamily final : public Family {
                  {{1, 64, 56, 56, 64, 3, 1, 1}, "_bias_add_relu", "y = max(acc + r, 0.0f)"}};
     for (const auto& f : fused)
       cases.emplace_back(name_of("float16", f.row) + f.suffix, signature_of("float16", f.row, f.epilogue));
+    // Issue 18 item 3, float32 without tensor cores (Winograd beside the direct kernel): the ResNet 3x3 layers of
+    // stride 1 above and the first channels-last one.
+    static constexpr Row float32_rows[] = {{1, 64, 56, 56, 64, 3, 1, 1},     {32, 64, 56, 56, 64, 3, 1, 1},
+                                           {32, 128, 28, 28, 128, 3, 1, 1},  {32, 256, 14, 14, 256, 3, 1, 1},
+                                           {32, 512, 7, 7, 512, 3, 1, 1},    {1, 256, 14, 14, 256, 3, 1, 1},
+                                           {32, 64, 56, 56, 64, 3, 1, 1, true}};
+    for (const Row& r : float32_rows) cases.emplace_back(name_of("float32", r), signature_of("float32", r));
     return cases;
   }
 

@@ -381,3 +381,4 @@ __global__ void __maxnreg__(kMaxRegs) conv2d(Args<T> a) {
 
 #include "conv2d/igemm.cuh"  // algo 1: the implicit-GEMM kernel on tensor cores
 #include "conv2d/tcd.cuh"    // algo 2: the direct kernel on tensor cores
+#include "conv2d/winograd.cuh"  // algo 3: Winograd F(2x2, 3x3) in float32

@@ -109,4 +109,27 @@ Config tcd_heuristic(const ConvProblem& p, const DeviceInfo& device);
 KernelSource tcd_source(const ConvProblem& p, const Config& config);
 LaunchShape tcd_launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 
+// winograd.cpp: Winograd F(2x2, 3x3) in float32 (algo 3)
+/// winograd.cuh's block shape and shared memory for a config, with the register estimate the limits use.
+struct WinoGeometry {
+  std::int64_t threads = 0, tk = 0, tt = 0;  ///< Threads a block; along K and along tiles for each of 16 positions.
+  std::int64_t group = 0;                    ///< Accumulator rows a thread stages per output pass.
+  std::int64_t shared_bytes = 0, in_per_thread = 0, w_per_thread = 0, prefetch = 0, register_estimate = 0;
+  std::int64_t tiles = 0, grid_x = 0, grid_y = 0;  ///< tiles: 2x2 output tiles of the batch.
+};
+WinoGeometry wino_geometry(const ConvProblem& p, const Config& config);
+/// What the Winograd kernel cannot run (dtype, filter, stride, dilation, block shape, prefetch, registers, shared
+/// memory, 32-bit tile numbering, tiles mostly idle), empty if it can.
+std::string wino_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// The configs worth timing: 128 or 256 threads, stages no wider than twice C, two blocks per SM only for
+/// kernels of few registers.
+std::string wino_neighbourhood_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// Whether the untuned default runs Winograd: float32 3x3 of stride 1 and dilation 1 where C and K reach 32, or
+/// channels last (which the direct kernel does not read).
+bool wino_preferred(const ConvProblem& p, const DeviceInfo& device);
+/// The Winograd default: 16 x 32 tiles, 16 x 16 where those leave half the SMs idle; wider stages for few blocks.
+Config wino_heuristic(const ConvProblem& p, const DeviceInfo& device);
+KernelSource wino_source(const ConvProblem& p, const Config& config);
+LaunchShape wino_launch_shape(const ConvProblem& p, const Config& config);
+
 }  // namespace jitune::templates::conv2d::detail

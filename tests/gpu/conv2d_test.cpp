@@ -1,7 +1,8 @@
 // GPU tests of the conv2d family through the runtime API: random shapes (every filter size 1-7, stride 1/2,
 // padding 0/1/2, dilation 1/2, N 1/3, bias or not) in float32 / float16 / bfloat16 against the CPU reference
 // with poisoned outputs and misaligned pointers; the tensor-core implicit GEMM over random channel counts; outputs smaller than a tile; batches beyond the grid limit;
-// the tensor-core direct kernel (algo 2) over both layouts and odd channel counts; sampled configurations of the
+// the tensor-core direct kernel (algo 2) over both layouts and odd channel counts; Winograd (algo 3) in float32 over
+// both layouts, odd channels and sizes, every padding, every knob value and a residual epilogue; sampled configurations of the
 // space through the tuner's verification, every knob value (cp.async stages, split-K and algo 2's tiles included)
 // launched directly; the tuned pick; N = 0 and bad input.
 #include <jitune/jitune.hpp>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "gpu_util.hpp"
+#include "tests/support/conv2d_knob_sample.hpp"
 #include "templates/conv2d/conv2d.hpp"
 #include "tuner/compile_pool.hpp"
 #include "tuner/measure.hpp"
@@ -216,10 +218,10 @@ TEST_CASE("channels last (NHWC) on the implicit GEMM matches the CPU reference: 
     ++cases;
   }
   CHECK(cases == 8);
-  // float32 channels last has no kernel: a clear error, nothing launched.
+  // float32 channels last beyond Winograd's 3x3 of stride 1 has no kernel: a clear error, nothing launched.
   templates::conv2d::ConvProblem::Shape s;
   s.layout = ImageLayout::kNHWC;
-  s.c = 8, s.k = 8, s.h = s.w = 8, s.r = s.s = 3;
+  s.c = 8, s.k = 8, s.h = s.w = 8, s.r = s.s = 3, s.stride_h = s.stride_w = 2;
   Buffer x(8 * 8 * 8 * 4), w(8 * 9 * 8 * 4), y(8 * 6 * 6 * 4);
   CHECK_THROWS_WITH_AS(conv2d(rt, x.at(0), w.at(0), nullptr, y.at(0), params_of(s), DType::kFloat32),
                        doctest::Contains("channels last runs on the implicit GEMM"), InvalidArgument);
@@ -256,6 +258,70 @@ TEST_CASE("the tensor-core direct kernel (algo 2) matches the CPU reference: bot
     ++cases;
   }
   CHECK(cases == 16);
+}
+
+TEST_CASE("Winograd (algo 3) matches the CPU reference: both layouts, odd channels and sizes, every padding, bias, misaligned pointers") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  std::mt19937_64 rng(3303);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  // Channels on and off the 4 / 8 / 16-channel stages and the 16 / 32-channel blocks; heights and widths odd and
+  // even (partial 2x2 tiles), from one output pixel up; paddings 0-2 per axis.
+  const std::int64_t channels[] = {64, 37, 5, 128, 33, 48, 96, 3};
+  const std::int64_t outputs[] = {64, 29, 7, 96, 1, 40, 33, 64};
+  int cases = 0;
+  for (int variant = 0; variant < 16; ++variant) {
+    templates::conv2d::ConvProblem::Shape s;
+    s.layout = variant % 2 ? ImageLayout::kNHWC : ImageLayout::kNCHW;
+    s.c = channels[variant % 8], s.k = outputs[(variant + variant / 8) % 8];
+    s.n = pick(1, 3), s.r = s.s = 3;
+    s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
+    s.h = std::max<std::int64_t>(1, 3 - 2 * s.pad_h) + pick(0, 30);
+    s.w = std::max<std::int64_t>(1, 3 - 2 * s.pad_w) + pick(0, 40);
+    s.bias = variant % 3 != 1;
+    const templates::conv2d::ConvProblem p(DType::kFloat32, s);
+    INFO(p.signature());
+    const std::int64_t algo = Config::parse(rt.explain("conv2d", p.signature()).config).at("algo");
+    CHECK(algo == (s.layout == ImageLayout::kNHWC || (s.c >= 32 && s.k >= 32) ? 3 : 0));
+    check_conv(rt, DType::kFloat32, s, static_cast<std::size_t>(variant % 3 == 2 ? pick(1, 3) : 0), 3300 + cases);
+    ++cases;
+  }
+  CHECK(cases == 16);
+  // Every knob value launched directly (each config twice on one workspace), both layouts; then the fused epilogue
+  // with a residual through the public call, both layouts.
+  const Family& fam = templates::conv2d::conv2d_family();
+  driver::StreamHandle stream;
+  for (const char* sig :
+       {"bias=1;c=37;dilation_h=1;dilation_w=1;dtype=float32;h=41;k=29;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;s=3;"
+        "stride_h=1;stride_w=1;w=70",
+        "bias=0;c=64;dilation_h=1;dilation_w=1;dtype=float32;h=30;k=96;layout=nhwc;n=3;pad_h=2;pad_w=0;r=3;s=3;"
+        "stride_h=1;stride_w=1;w=33"}) {
+    auto problem = fam.parse_problem(sig);
+    const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);
+    std::set<std::pair<std::string, std::int64_t>> seen;
+    const std::vector<Config> sample = test::conv2d_knob_sample(p, rt.device(), 3, seen);
+    for (const Param& param : fam.space().params())
+      if (param.when == "algo" && param.is == 3)
+        for (std::int64_t value : param.values) {
+          INFO(param.name, "=", value);
+          // K = 29 (the first problem): 64 channels a block would leave more than half of it idle.
+          CHECK(seen.count({param.name, value}) == (p.shape().k == 29 && param.name == "wino_k" && value == 64 ? 0u : 1u));
+        }
+    REQUIRE(sample.size() >= 6);
+    CHECK(launch_and_check(rt, p, sample, stream.get()) == sample.size());
+  }
+  for (ImageLayout layout : {ImageLayout::kNCHW, ImageLayout::kNHWC}) {
+    templates::conv2d::ConvProblem::Shape s;
+    s.layout = layout;
+    s.n = 2, s.c = 64, s.h = 19, s.w = 23, s.k = 48, s.r = s.s = 3, s.pad_h = s.pad_w = 1, s.bias = true;
+    s.epilogue = "y = max(acc + r, 0.0f)";
+    const templates::conv2d::ConvProblem p(DType::kFloat32, s);
+    INFO(p.signature());
+    CHECK(Config::parse(rt.explain("conv2d", p.signature()).config).at("algo") == 3);
+    check_conv(rt, DType::kFloat32, s, 1, 3399);
+  }
 }
 
 TEST_CASE("split-K: repeated calls match the reference and reuse one kept workspace, counters reset by the kernel") {
@@ -577,18 +643,8 @@ TEST_CASE("configs off the tuned neighbourhood, together using every knob value,
     auto problem = fam.parse_problem(sig);
     const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);
     // Every value of every knob in some config the kernel can run, scattered over the space.
-    std::vector<Config> all = fam.space().enumerate(), sample;
     std::set<std::pair<std::string, std::int64_t>> seen;
-    for (const Param& param : fam.space().params())
-      for (std::int64_t value : param.values)
-        if (!seen.count({param.name, value}))
-          for (std::size_t i = (value * 7919u) % all.size(), n = 0; n < all.size();
-               ++n, i = (i + 7919) % all.size())
-            if (all[i].at(param.name) == value && templates::conv2d::kernel_limits(p, all[i], rt.device()).empty()) {
-              sample.push_back(all[i]);
-              for (const auto& [name, v] : all[i].values()) seen.insert({name, v});
-              break;
-            }
+    const std::vector<Config> sample = test::conv2d_knob_sample(p, rt.device(), -1, seen);
     // wgmma (mma 1) on sm_90: through registers (NCHW) and the cp.async pipeline (channels last), wherever its
     // 64-channel tiles and 64-element stages are not mostly idle.
     const auto& sh = p.shape();

@@ -13,6 +13,7 @@
 #include "templates/conv2d/conv2d_detail.hpp"
 #include "templates/host_float.hpp"
 #include "templates/sources.hpp"
+#include "tests/support/conv2d_knob_sample.hpp"
 #include "tuner/compile_pool.hpp"
 #include "tuner/tuner.hpp"
 
@@ -263,18 +264,22 @@ TEST_CASE("the public cases have tuning spaces of a tractable size") {
     std::size_t pruned = 0;
     auto legal = tuner::legal_candidates(fam(), *p, dev, pruned);
     MESSAGE(name, ": ", legal.size(), " legal, ", pruned, " pruned");
-    CHECK(legal.size() >= 40);
+    // float32 channels last runs Winograd only: its space alone.
+    const bool winograd_only = name.rfind("conv_float32_", 0) == 0 && name.find("_nhwc") != std::string::npos;
+    CHECK(legal.size() >= (winograd_only ? 24u : 40u));
     // Exhaustive tuning compiles each (about half a second of NVRTC per candidate, in parallel): the 22 cases'
     // 2970 candidates tuned in 124 s on the H100 host before split_k, 4632 in 210 s before repack (4875 with it;
     // 6016 with the four fused-epilogue cases in 278 s; bench/RESULTS.md).
     CHECK(legal.size() <= 450);
     CHECK(legal.front() == fam().heuristic(*p, dev));
   }
-  CHECK(fam().default_suite().size() == 28);
+  CHECK(fam().default_suite().size() == 35);
+  CHECK(fam().default_suite()[28].first == "conv_float32_N1C64H56W56K64R3P1");
+  CHECK(fam().default_suite().back().first == "conv_float32_N32C64H56W56K64R3P1_nhwc");
   CHECK(fam().default_suite()[23].first == "conv_float16_N1C320H64W64K320R3P1_nhwc");
   CHECK(fam().default_suite()[21].second.find("layout=nhwc") != std::string::npos);
-  CHECK(fam().default_suite().back().first == "conv_float16_N1C64H56W56K64R3P1_bias_add_relu");
-  CHECK(fam().default_suite().back().second.find(";epilogue=y = max ( acc + r , 0.0f );") != std::string::npos);
+  CHECK(fam().default_suite()[27].first == "conv_float16_N1C64H56W56K64R3P1_bias_add_relu");
+  CHECK(fam().default_suite()[27].second.find(";epilogue=y = max ( acc + r , 0.0f );") != std::string::npos);
   CHECK(fam().default_suite()[17].first == "conv_float16_N32C128H56W56K128R3S2P1");
   CHECK(fam().default_suite().front().first == "conv_float32_N1C6H768W512K6R6");
 }
@@ -334,7 +339,8 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
   CHECK(fam().validate(*f16, tc, dev).empty());
   CHECK(tc.at("out_h") == 1);  // the direct kernel's knobs hold their first values
   CHECK(fam().heuristic(*conv("bfloat16", "64", "64"), dev).at("algo") == 1);
-  CHECK(fam().heuristic(*f32, dev).at("algo") == 0);  // no precision loss without an explicit opt-in
+  // float32 never runs on tensor cores without an explicit opt-in: a 3x3 of stride 1 takes Winograd in float.
+  CHECK(fam().heuristic(*f32, dev).at("algo") == 3);
   CHECK(fam().heuristic(*few, dev).at("algo") != 1);  // few channels: a direct kernel
   CHECK(fam().heuristic(*f16, nominal_device(80)).at("algo") == 1);
   auto why = [&](const Problem& p, std::initializer_list<std::pair<const char*, std::int64_t>> changes,
@@ -388,7 +394,8 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
     tensor += x.at("algo") == 1;
   }
   CHECK(tensor >= 20);
-  for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned)) CHECK(x.at("algo") == 0);
+  for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned))
+    CHECK((x.at("algo") == 0 || x.at("algo") == 3));
 }
 
 TEST_CASE("wgmma (mma 1): sm_90 only, its tile rules, and the channels-last default there") {
@@ -725,11 +732,18 @@ TEST_CASE("channels last: the layout is part of the problem, runs only on the im
   CHECK(templates::conv2d::kernel_limits(as_conv(*f16), fallback, dev).empty());
   b.alignment = std::span<const std::uint8_t>(skewed_x, 4);
   CHECK(fam().variant(*f16, fallback, b) == 0);  // already register-staged
+  // float32 channels last: Winograd (algo 3) for 3x3 of stride 1; other filters have no kernel, and the check
+  // names what does run channels last.
   auto f32 = nhwc("float32", "40");
-  CHECK(fam().check(*f32, fam().heuristic(*f32, dev), dev).find("channels last runs on the implicit GEMM") !=
-        std::string::npos);
+  CHECK(fam().heuristic(*f32, dev).at("algo") == 3);
   std::size_t pruned = 0;
-  CHECK(tuner::legal_candidates(fam(), *f32, dev, pruned).empty());
+  for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned)) CHECK(x.at("algo") == 3);
+  auto f32_5x5 = problem({{"dtype", "float32"}, {"n", "2"}, {"c", "40"}, {"h", "20"}, {"w", "18"}, {"k", "24"},
+                          {"r", "5"}, {"padding", "1"}, {"layout", "nhwc"}});
+  const std::string why_5x5 = fam().check(*f32_5x5, fam().heuristic(*f32_5x5, dev), dev);
+  CHECK(why_5x5.find("channels last runs on the implicit GEMM") != std::string::npos);
+  CHECK(why_5x5.find("Winograd (algo 3: float32 3x3") != std::string::npos);
+  CHECK(tuner::legal_candidates(fam(), *f32_5x5, dev, pruned).empty());
   CHECK_THROWS_WITH_AS(problem({{"dtype", "float16"}, {"c", "4"}, {"h", "8"}, {"w", "8"}, {"k", "4"}, {"r", "3"},
                                 {"layout", "chwn"}}),
                        doctest::Contains("not nchw or nhwc"), InvalidArgument);
@@ -761,24 +775,30 @@ TEST_CASE("tolerances grow with the number of summed products") {
 // Configs within the kernel's limits that together use every value of every knob (for compile and GPU tests).
 static std::vector<Config> covering_sample(const templates::conv2d::ConvProblem& p, const DeviceInfo& dev,
                                            std::size_t extra) {
-  std::vector<Config> all = fam().space().enumerate(), sample;
   std::set<std::pair<std::string, std::int64_t>> seen;
-  auto take = [&](const Config& c) {
-    sample.push_back(c);
-    for (const auto& [name, value] : c.values()) seen.insert({name, value});
-  };
-  for (const Param& param : fam().space().params())
-    for (std::int64_t value : param.values)
-      if (!seen.count({param.name, value}))
-        for (std::size_t i = (value * 7919u) % all.size(), n = 0; n < all.size();
-             ++n, i = (i + 7919) % all.size())
-          if (all[i].at(param.name) == value && templates::conv2d::kernel_limits(p, all[i], dev).empty()) {
-            take(all[i]);
-            break;
-          }
+  std::vector<Config> sample = test::conv2d_knob_sample(p, dev, -1, seen);
+  const std::vector<Config> all = fam().space().enumerate();
   for (std::size_t i = 0, n = 0; n < extra && i < all.size(); i += 4999)
-    if (templates::conv2d::kernel_limits(p, all[i], dev).empty()) take(all[i]), ++n;
+    if (templates::conv2d::kernel_limits(p, all[i], dev).empty()) sample.push_back(all[i]), ++n;
   return sample;
+}
+
+// Compiles every config of `sample` through the tuner's compile pool: each must compile and use registers, and with
+// `no_spills` not spill (the tuner rejects spilling candidates unrun). Returns how many compiled.
+static std::size_t compile_sample(Compiler& compiler, const Problem& p, const std::vector<Config>& sample,
+                                  const DeviceInfo& dev, bool no_spills) {
+  tuner::CompilePool pool(compiler, fam(), p, sample, dev.arch(), 0, true);
+  std::size_t compiled = 0;
+  while (auto batch = pool.next())
+    for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
+      INFO(p.signature(), " ", sample[batch->candidates[b]].text(), "\n", batch->output->log);
+      REQUIRE(batch->output->ok);
+      const auto& res = batch->output->resources.at(batch->unit[b]);
+      CHECK(res.registers > 0);
+      if (no_spills) CHECK_FALSE(res.spills());
+      ++compiled;
+    }
+  return compiled;
 }
 
 TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90") {
@@ -818,10 +838,15 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
           // C * R * S = 864 is beyond the tensor-core direct kernel's filter registers (its own test below).
           const bool short_reduction_only =
               (param.name == "algo" && value == 2) || (param.when == "algo" && param.is == 2 && value != param.values.front());
+          // Winograd (algo 3) takes float32 only.
+          const bool float32_only = std::string_view(dtype) != "float32" &&
+                                    ((param.name == "algo" && value == 3) ||
+                                     (param.when == "algo" && param.is == 3 && value != param.values.front()));
           // wgmma (mma 1) is sm_90's only.
           const bool sm90_only = cc != 90 && param.name == "mma" && value == 1;
           CHECK(seen.count({param.name, value}) == (too_wide || tensor_cores_only || direct_only ||
-                                                            short_reduction_only || sm90_only || nchw_only
+                                                            short_reduction_only || sm90_only || nchw_only ||
+                                                            float32_only
                                                         ? 0u
                                                         : 1u));
         }
@@ -855,20 +880,11 @@ TEST_CASE("NVRTC compiles the tensor-core direct kernel (algo 2) over every knob
     for (const char* signature : signatures) {
       auto p = fam().parse_problem(signature);
       const DeviceInfo dev = nominal_device(cc);
-      // For each value of each of algo 2's knobs, a config the kernel can run with it, where one exists.
-      std::vector<Config> all = fam().space().enumerate(), sample;
       std::set<std::pair<std::string, std::int64_t>> seen;
+      const std::vector<Config> sample = test::conv2d_knob_sample(as_conv(*p), dev, 2, seen);
       for (const Param& param : fam().space().params())
         if (param.when == "algo" && param.is == 2)
           for (std::int64_t value : param.values) {
-            if (seen.count({param.name, value})) continue;
-            for (std::size_t i = (value * 7919u) % all.size(), n = 0; n < all.size(); ++n, i = (i + 7919) % all.size())
-              if (all[i].at("algo") == 2 && all[i].at(param.name) == value &&
-                  templates::conv2d::kernel_limits(as_conv(*p), all[i], dev).empty()) {
-                sample.push_back(all[i]);
-                for (const auto& [name, v] : all[i].values()) seen.insert({name, v});
-                break;
-              }
             INFO(signature, " ", param.name, "=", value);
             // K = 16 (C * R * S = 144) allows n_block 8 or 16 on the second problem; K = 8 only 8 and Q = 44
             // no 128 columns on the third; the first allows every value.
@@ -878,16 +894,7 @@ TEST_CASE("NVRTC compiles the tensor-core direct kernel (algo 2) over every knob
             CHECK(seen.count({param.name, value}) == (refused ? 0u : 1u));
           }
       REQUIRE(sample.size() >= 4u);
-      tuner::CompilePool pool(compiler, fam(), *p, sample, dev.arch(), 0, true);
-      std::size_t compiled = 0;
-      while (auto batch = pool.next())
-        for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
-          INFO(signature, " ", sample[batch->candidates[b]].text(), "\n", batch->output->log);
-          REQUIRE(batch->output->ok);
-          CHECK(batch->output->resources.at(batch->unit[b]).registers > 0);
-          ++compiled;
-        }
-      CHECK(compiled == sample.size());
+      CHECK(compile_sample(compiler, *p, sample, dev, false) == sample.size());
     }
 }
 
@@ -1075,6 +1082,119 @@ TEST_CASE("fused epilogue: problem, signature, buffers, errors, reference, and N
         CHECK(compiled == sample.size());
       }
   }
+}
+
+TEST_CASE("Winograd (algo 3): float32 3x3 of stride 1 only, its limits, and where the default takes it") {
+  const DeviceInfo dev = nominal_device(90);
+  auto c64 = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                      {"r", "3"}, {"padding", "1"}});
+  const Config h = fam().heuristic(*c64, dev);
+  CHECK(h.at("algo") == 3);
+  CHECK(fam().check(*c64, h, dev).empty());
+  // 25088 tiles: 16 channels x 32 tiles a block, 8 x 4 accumulators a thread (256 threads), stages of 8 channels.
+  CHECK(h.at("wino_k") == 16);
+  CHECK(h.at("wino_tiles") == 32);
+  CHECK(h.at("wino_c") == 8);
+  const auto g = templates::conv2d::detail::wino_geometry(as_conv(*c64), h);
+  CHECK(g.threads == 256);
+  CHECK(g.tiles == 32 * 28 * 28);
+  CHECK(g.grid_x == 32 * 28 * 28 / 32);
+  CHECK(g.grid_y == 4);
+  CHECK(g.prefetch == 16 + 9);
+  // The accumulators pass through the stage buffers (4 of a thread's 8 rows at a time), never needing more shared
+  // memory than the stages.
+  CHECK(g.shared_bytes == 4 * 16 * 8 * (32 + 16));
+  CHECK(g.group == 4);
+  // A single small image takes smaller tiles so that the grid covers the SMs.
+  auto n1 = problem({{"dtype", "float32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "3"}});
+  const Config small = fam().heuristic(*n1, dev);
+  CHECK(small.at("algo") == 3);
+  // 27 x 27 tiles: 23 x 4 blocks of 16 x 32 (92, over half the 132 SMs), stages of 16 channels.
+  CHECK(small.at("wino_tiles") == 32);
+  CHECK(small.at("wino_c") == 16);
+  auto c256 = problem({{"dtype", "float32"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"}, {"r", "3"},
+                       {"padding", "1"}});
+  CHECK(fam().heuristic(*c256, dev).at("wino_tiles") == 16);  // 49 tiles: 2 x 16 blocks of 32 tiles
+  // Channels last in float32 runs nowhere else: Winograd takes it at any channel count.
+  auto nhwc = problem({{"dtype", "float32"}, {"c", "5"}, {"h", "17"}, {"w", "23"}, {"k", "7"}, {"r", "3"},
+                       {"layout", "nhwc"}, {"padding", "1"}});
+  CHECK(fam().heuristic(*nhwc, dev).at("algo") == 3);
+  // Few channels keep the direct kernel (the seed's rows).
+  auto c16 = problem({{"dtype", "float32"}, {"c", "16"}, {"h", "512"}, {"w", "512"}, {"k", "16"}, {"r", "3"}});
+  CHECK(fam().heuristic(*c16, dev).at("algo") == 0);
+  // Refused: other filters, strides, dilations and dtypes, each saying what runs it instead.
+  auto why = [&](std::map<std::string, std::string> options) {
+    options.emplace("c", "64"), options.emplace("h", "30"), options.emplace("w", "30"), options.emplace("k", "64");
+    options.emplace("r", "3"), options.emplace("dtype", "float32");
+    return templates::conv2d::kernel_limits(as_conv(*problem(options)), h, dev);
+  };
+  CHECK(why({{"stride", "2"}}).find("stride 1 and dilation 1; this is 3x3, stride 2x2") != std::string::npos);
+  CHECK(why({{"dilation", "2"}}).find("dilation 2x2") != std::string::npos);
+  CHECK(why({{"r", "5"}}).find("this is 5x5") != std::string::npos);
+  CHECK(why({{"s", "1"}}).find("this is 3x1") != std::string::npos);
+  CHECK(why({{"dtype", "float16"}}).find("takes float32; float16 runs on tensor cores") != std::string::npos);
+  CHECK(fam().heuristic(*problem({{"dtype", "float32"}, {"c", "64"}, {"h", "30"}, {"w", "30"}, {"k", "64"},
+                                  {"r", "3"}, {"stride", "2"}}),
+                        dev)
+            .at("algo") == 0);
+  // Block shapes: thread tiles must divide the block tile; 512 threads at most; prefetch and registers bounded.
+  Config bad = h;
+  bad.set("wino_k", 16), bad.set("wino_rk", 8), bad.set("wino_tiles", 16), bad.set("wino_rt", 8), bad.set("wino_c", 4);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c64), bad, dev).empty());
+  CHECK(fam().check(*c64, bad, dev).find("threads a block (tuned: 128 or 256)") != std::string::npos);  // 64
+  bad = h;
+  bad.set("wino_k", 64), bad.set("wino_rk", 4), bad.set("wino_tiles", 64), bad.set("wino_rt", 4);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c64), bad, dev).find("block of 4096 threads") != std::string::npos);
+  bad = h;
+  bad.set("wino_c", 16), bad.set("wino_tiles", 64), bad.set("wino_rt", 8);  // 4 patches and a filter a thread: 73
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c64), bad, dev).find("prefetched loads") != std::string::npos);
+  bad = h;
+  bad.set("wino_k", 32), bad.set("wino_rt", 8), bad.set("wino_min_blocks", 2);  // 8 x 8 accumulators
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c64), bad, dev).find("registers per thread") != std::string::npos);
+  // Tiles or channels more than twice the problem leave the block idle.
+  auto tiny = problem({{"dtype", "float32"}, {"c", "64"}, {"h", "6"}, {"w", "6"}, {"k", "32"}, {"r", "3"}});
+  Config wide = h;
+  CHECK(templates::conv2d::kernel_limits(as_conv(*tiny), wide, dev).find("at least twice") != std::string::npos);
+  const Config t = fam().heuristic(*tiny, dev);
+  CHECK(t.at("algo") == 3);
+  CHECK(fam().check(*tiny, t, dev).empty());
+  // The tuner's space of the ResNet layer holds Winograd candidates beside the direct kernel's.
+  std::size_t pruned = 0, wino = 0, direct = 0;
+  for (const Config& c : tuner::legal_candidates(fam(), *c64, dev, pruned)) {
+    wino += c.at("algo") == 3;
+    direct += c.at("algo") == 0;
+  }
+  MESSAGE("float32 C = K = 64 56x56: ", wino, " Winograd and ", direct, " direct candidates");
+  CHECK(wino >= 12);
+  CHECK(wino <= 80);
+  CHECK(direct >= 20);
+}
+
+TEST_CASE("NVRTC compiles the Winograd kernel (algo 3) over every knob value, both layouts, with an epilogue") {
+  Compiler compiler;
+  // NCHW with C and K off every stage and block (37, 29), channels last with a residual epilogue, a one-tile image.
+  const char* signatures[] = {
+      "bias=1;c=37;dilation_h=1;dilation_w=1;dtype=float32;h=41;k=29;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;s=3;"
+      "stride_h=1;stride_w=1;w=70",
+      "bias=1;c=64;dilation_h=1;dilation_w=1;dtype=float32;h=30;k=96;layout=nhwc;n=3;pad_h=2;pad_w=0;r=3;s=3;"
+      "stride_h=1;stride_w=1;w=33;epilogue=y = max(acc + r, 0.0f)"};
+  for (int cc : {80, 90})
+    for (const char* signature : signatures) {
+      auto p = fam().parse_problem(signature);
+      const DeviceInfo dev = nominal_device(cc);
+      std::set<std::pair<std::string, std::int64_t>> seen;
+      const std::vector<Config> sample = test::conv2d_knob_sample(as_conv(*p), dev, 3, seen);
+      for (const Param& param : fam().space().params())
+        if (param.when == "algo" && param.is == 3)
+          for (std::int64_t value : param.values) {
+            INFO(std::string(signature), " ", param.name, "=", value);
+            // K = 29: 64 channels a block would leave more than half of it idle.
+            const bool refused = signature == signatures[0] && param.name == "wino_k" && value == 64;
+            CHECK(seen.count({param.name, value}) == (refused ? 0u : 1u));
+          }
+      REQUIRE(sample.size() >= 6u);
+      CHECK(compile_sample(compiler, *p, sample, dev, true) == sample.size());
+    }
 }
 
 }  // namespace jitune

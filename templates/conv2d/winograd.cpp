@@ -1,0 +1,161 @@
+// The conv2d Winograd variant (algo 3, winograd.cuh) on the host: geometry, legality, default and launch.
+#include <algorithm>
+
+#include "templates/conv2d/conv2d_detail.hpp"
+
+namespace jitune::templates::conv2d::detail {
+namespace {
+
+// Loads a thread holds in registers for the next stage (16 per input patch, 9 per filter): more crowd out the
+// accumulators.
+constexpr std::int64_t kMaxPrefetch = 48;
+
+// winograd.cuh's wino_group: the largest divisor of rk whose staged rows fit the stage buffers.
+std::int64_t group_of(std::int64_t rk, std::int64_t tk, std::int64_t pitch, std::int64_t floats) {
+  for (std::int64_t g = rk; g > 1; --g)
+    if (rk % g == 0 && 16 * tk * g * pitch <= floats) return g;
+  return 1;
+}
+
+}  // namespace
+
+WinoGeometry wino_geometry(const ConvProblem& p, const Config& c) {
+  const auto& s = p.shape();
+  const bool nhwc = s.layout == ImageLayout::kNHWC;
+  const std::int64_t bk = c.at("wino_k"), bt = c.at("wino_tiles"), bc = c.at("wino_c"), rk = c.at("wino_rk"),
+                     rt = c.at("wino_rt");
+  WinoGeometry g;
+  g.tk = bk / rk;
+  g.tt = bt / rt;
+  g.threads = 16 * g.tk * g.tt;
+  const std::int64_t v_pitch = bt + (nhwc ? 4 : 0), m_pitch = bt + (nhwc ? 1 : 4);
+  const std::int64_t stage = 16 * bc * (v_pitch + bk);
+  g.group = group_of(rk, g.tk, m_pitch, stage);
+  g.shared_bytes = 4 * std::max(stage, 16 * g.tk * g.group * m_pitch);
+  g.in_per_thread = ceil_div(bc * bt, g.threads);
+  g.w_per_thread = ceil_div(bc * bk, g.threads);
+  g.prefetch = 16 * g.in_per_thread + 9 * g.w_per_thread;
+  // Accumulators, the prefetched loads, one stage row of U and V, and the patches' bases and masks and indexing.
+  g.register_estimate = rk * rt + g.prefetch + rk + rt + 3 * g.in_per_thread + 32;
+  g.tiles = s.n * ceil_div(p.p(), 2) * ceil_div(p.q(), 2);
+  g.grid_x = ceil_div(g.tiles, bt);
+  g.grid_y = ceil_div(s.k, bk);
+  return g;
+}
+
+std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
+  const auto& s = p.shape();
+  auto cfg = [&] { return " (" + c.text() + ")"; };
+  if (p.dtype() != DType::kFloat32)
+    return "algo 3 (Winograd F(2x2, 3x3)) takes float32; " + std::string(dtype_name(p.dtype())) +
+           " runs on tensor cores (algo 1 or 2) or the direct kernel (algo 0)";
+  if (s.r != 3 || s.s != 3 || s.stride_h != 1 || s.stride_w != 1 || s.dilation_h != 1 || s.dilation_w != 1)
+    return "algo 3 (Winograd F(2x2, 3x3)) takes 3x3 filters of stride 1 and dilation 1; this is " +
+           std::to_string(s.r) + "x" + std::to_string(s.s) + ", stride " + std::to_string(s.stride_h) + "x" +
+           std::to_string(s.stride_w) + ", dilation " + std::to_string(s.dilation_h) + "x" +
+           std::to_string(s.dilation_w) + " (the direct kernel, algo 0, runs it)";
+  const WinoGeometry g = wino_geometry(p, c);
+  const std::int64_t bk = c.at("wino_k"), bt = c.at("wino_tiles"), rk = c.at("wino_rk"), rt = c.at("wino_rt");
+  if (bk % rk != 0 || bt % rt != 0)
+    return "wino_rk " + std::to_string(rk) + " and wino_rt " + std::to_string(rt) + " must divide wino_k " +
+           std::to_string(bk) + " and wino_tiles " + std::to_string(bt) + cfg();
+  const std::int64_t max_threads = std::min(512, device.max_threads_per_block);
+  if (g.threads < 64 || g.threads > max_threads)
+    return "block of " + std::to_string(g.threads) + " threads (16 x wino_k / wino_rk x wino_tiles / wino_rt); " +
+           "allowed 64 to " + std::to_string(max_threads) + cfg();
+  if (g.prefetch > kMaxPrefetch)
+    return "a stage of wino_c " + std::to_string(c.at("wino_c")) + " channels holds " + std::to_string(g.prefetch) +
+           " prefetched loads per thread (at most " + std::to_string(kMaxPrefetch) + ")" + cfg();
+  const std::int64_t cap = std::min<std::int64_t>(kMaxRegisters, device.registers_per_sm / (g.threads * c.at("wino_min_blocks")));
+  if (g.register_estimate > cap)
+    return "needs about " + std::to_string(g.register_estimate) + " registers per thread; " +
+           std::to_string(c.at("wino_min_blocks")) + " blocks of " + std::to_string(g.threads) +
+           " threads per SM allow " + std::to_string(cap) + cfg();
+  if (g.shared_bytes > device.max_shared_per_block_optin)
+    return "needs " + std::to_string(g.shared_bytes) + " bytes of shared memory; the device allows " +
+           std::to_string(device.max_shared_per_block_optin) + " per block" + cfg();
+  if (ceil_div(p.p(), 2) * ceil_div(p.q(), 2) >= (std::int64_t{1} << 31) || g.grid_x >= (std::int64_t{1} << 31))
+    return "algo 3 numbers one image's 2x2 output tiles and the blocks in 32 bits";
+  if (g.grid_y > 65535) return "K = " + std::to_string(s.k) + " needs more than 65535 blocks of wino_k" + cfg();
+  // Tiles more than twice the problem leave most of the block idle.
+  if (bt > 16 && bt >= 2 * g.tiles)
+    return "wino_tiles " + std::to_string(bt) + " is at least twice the " + std::to_string(g.tiles) +
+           " output tiles" + cfg();
+  if (bk > 16 && bk >= 2 * s.k)
+    return "wino_k " + std::to_string(bk) + " is at least twice K = " + std::to_string(s.k) + cfg();
+  return {};
+}
+
+std::string wino_neighbourhood_check(const ConvProblem& p, const Config& c, const DeviceInfo&) {
+  const WinoGeometry g = wino_geometry(p, c);
+  if (g.threads != 128 && g.threads != 256)
+    return std::to_string(g.threads) + " threads a block (tuned: 128 or 256)";
+  if (c.at("wino_c") > 4 && c.at("wino_c") > 2 * p.shape().c)
+    return "wino_c " + std::to_string(c.at("wino_c")) + " for C = " + std::to_string(p.shape().c);
+  // Two blocks of 256 threads cap a thread at 128 registers: worth timing where the estimate fits that cap (the
+  // compiler's own choice may be higher; a config that then spills is rejected unrun).
+  if (c.at("wino_min_blocks") == 2 && (g.register_estimate > 128 || g.threads > 256))
+    return "wino_min_blocks 2 where the kernel needs about " + std::to_string(g.register_estimate) +
+           " registers a thread of " + std::to_string(g.threads) + " (tuned where two blocks fit 128 each)";
+  return {};
+}
+
+bool wino_preferred(const ConvProblem& p, const DeviceInfo&) {
+  const auto& s = p.shape();
+  return p.dtype() == DType::kFloat32 && s.r == 3 && s.s == 3 && s.stride_h == 1 && s.stride_w == 1 &&
+         s.dilation_h == 1 && s.dilation_w == 1 && ((s.c >= 32 && s.k >= 32) || s.layout == ImageLayout::kNHWC);
+}
+
+Config wino_heuristic(const ConvProblem& p, const DeviceInfo& device) {
+  // The H100's tuned picks (bench/RESULTS.md, 2026-11-27): 16 channels x 32 tiles of 8 x 4 accumulators (256
+  // threads, two blocks an SM) on every float32 ResNet layer but one, 16 x 16 of 4 x 4 where the larger tile gave
+  // fewer blocks than half the SMs. Stages of 8 channels (4 for C <= 3), 16 where the blocks are few.
+  struct Shape {
+    std::int64_t bk, bt, rk, rt;
+  };
+  static constexpr Shape shapes[] = {{16, 32, 8, 4}, {16, 16, 4, 4}};
+  Config best;
+  const std::int64_t c = p.shape().c;
+  for (const Shape& sh : shapes) {
+    Config config = complete_config({{"algo", 3},
+                                     {"wino_k", sh.bk},
+                                     {"wino_tiles", sh.bt},
+                                     {"wino_c", 2 * c >= 8 ? 8 : 4},
+                                     {"wino_rk", sh.rk},
+                                     {"wino_rt", sh.rt},
+                                     {"wino_min_blocks", 1}});
+    if (!wino_hard_check(p, config, device).empty()) continue;
+    const WinoGeometry g = wino_geometry(p, config);
+    const std::int64_t blocks = g.grid_x * g.grid_y;
+    // Few blocks (a single image): stages of 16 channels, half the barriers (the tuned picks there).
+    if (c >= 16 && blocks < 6 * device.sm_count) config.set("wino_c", 16);
+    if (wino_hard_check(p, config, device).empty()) best = config;
+    if (blocks >= device.sm_count / 2) break;
+  }
+  if (!best.values().empty()) return best;
+  return complete_config({{"algo", 3}, {"wino_k", 16}, {"wino_tiles", 16}, {"wino_c", 4}, {"wino_rk", 4},
+                          {"wino_rt", 4}, {"wino_min_blocks", 1}});  // none fits: the caller takes another algorithm
+}
+
+KernelSource wino_source(const ConvProblem& p, const Config& config) {
+  const auto& s = p.shape();
+  std::string name = "jitune::conv::conv2d_wino<" + std::to_string(s.layout == ImageLayout::kNHWC ? 1 : 0);
+  for (std::int64_t v : {s.c, s.k, config.at("wino_k"), config.at("wino_tiles"), config.at("wino_c"),
+                         config.at("wino_rk"), config.at("wino_rt"), config.at("wino_min_blocks"),
+                         std::int64_t{s.bias ? 1 : 0}})
+    name += ", " + std::to_string(v);
+  name += ">";
+  return program(p, std::move(name));
+}
+
+LaunchShape wino_launch_shape(const ConvProblem& p, const Config& config) {
+  const WinoGeometry g = wino_geometry(p, config);
+  LaunchShape shape;
+  shape.grid.x = static_cast<unsigned>(g.grid_x);
+  shape.grid.y = static_cast<unsigned>(g.grid_y);
+  shape.block.x = static_cast<unsigned>(g.threads);
+  shape.shared_bytes = static_cast<unsigned>(g.shared_bytes);
+  return shape;
+}
+
+}  // namespace jitune::templates::conv2d::detail
