@@ -24,8 +24,9 @@ the dispatcher and an ``autograd.Function``. The CUDA kernel reads the pointers,
 and makes one call into libjitune: through jitune._fast (a stable-ABI extension, about 1 µs cheaper per call) for
 every op but conv2d where the wheel has it, else ctypes.
 
-Inputs that are not contiguous are made contiguous first (a copy); upsample_nearest2d, and conv2d in float16 /
-bfloat16 on sm_80+, keep channels_last tensors channels_last (jitune's NHWC kernels). Tensors of an op must be on one CUDA device; the op runs on that
+Inputs that are not contiguous are made contiguous first (a copy); upsample_nearest2d, conv2d in float16 /
+bfloat16 on sm_80+ and float32 conv2d of a 3x3 filter of stride 1 (Winograd) keep channels_last tensors
+channels_last (jitune's NHWC kernels). Tensors of an op must be on one CUDA device; the op runs on that
 device's current stream. Under ``torch.cuda.graph`` a warm op is captured and replays; an op whose kernel was
 never compiled for that problem raises jitune.InvalidArgumentError saying to run it once before capturing.
 """
@@ -950,10 +951,15 @@ def _conv_params_for(x, w, stride, padding, dilation, layout, epilogue=None):
 _tensor_core_devices = {}  # torch.device -> whether it is sm_80 or newer
 
 
-def _conv_channels_last(x) -> bool:
-    """Whether conv2d runs x channels last (jitune's NHWC kernel: float16 / bfloat16 on sm_80+) and returns y in
-    torch.channels_last, as F.conv2d does for such an input; otherwise NCHW (a channels-last float32 x is copied)."""
-    if x.dtype not in _CHANNELS_LAST_DTYPES or not _is_nhwc(x):
+def _conv_channels_last(x, w, stride, dilation) -> bool:
+    """Whether conv2d runs x channels last and returns y in torch.channels_last, as F.conv2d does for such an input:
+    float16 / bfloat16 on sm_80+ (the tensor-core NHWC kernels), float32 for a 3x3 filter of stride 1 and dilation 1
+    (Winograd, algo 3); otherwise NCHW (a channels-last x is copied)."""
+    if not _is_nhwc(x):
+        return False
+    if x.dtype == torch.float32:
+        return tuple(w.shape[2:]) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+    if x.dtype not in _CHANNELS_LAST_DTYPES:
         return False
     sm80 = _tensor_core_devices.get(x.device)
     if sm80 is None:
@@ -963,7 +969,7 @@ def _conv_channels_last(x) -> bool:
 
 def _conv_cuda(x, w, bias, stride, padding, dilation, epilogue=None, residual=None):
     shape = _conv_check(x, w, bias, stride, padding, dilation)
-    nhwc = _conv_channels_last(x)
+    nhwc = _conv_channels_last(x, w, stride, dilation)
     out = _image_like(x, shape, nhwc)
     if residual is not None:
         _residual_check(residual, x, shape)
@@ -998,7 +1004,8 @@ def _residual_check(residual, x, shape):
 
 
 def _conv_fake(x, w, bias, stride, padding, dilation):
-    return _image_like(x, _conv_check(x, w, bias, stride, padding, dilation), _conv_channels_last(x))
+    shape = _conv_check(x, w, bias, stride, padding, dilation)
+    return _image_like(x, shape, _conv_channels_last(x, w, stride, dilation))
 
 
 def _conv_fused_cuda(x, w, bias, stride, padding, dilation, epilogue, residual):
@@ -1009,7 +1016,7 @@ def _conv_fused_fake(x, w, bias, stride, padding, dilation, epilogue, residual):
     shape = _conv_check(x, w, bias, stride, padding, dilation)
     if residual is not None:
         _residual_check(residual, x, shape)
-    return _image_like(x, shape, _conv_channels_last(x))
+    return _image_like(x, shape, _conv_channels_last(x, w, stride, dilation))
 
 
 def _conv_save(ctx, args, out):

@@ -199,6 +199,25 @@ def test_conv2d_channels_last(dtype, channels):
     assert y.is_contiguous(memory_format=torch.channels_last) == (dtype != torch.float32)
 
 
+@pytest.mark.parametrize("filt,stride", [(3, 1), (5, 1), (3, 2)])
+def test_conv2d_channels_last_float32(filt, stride):
+    """float32 channels_last: a 3x3 of stride 1 runs jitune's Winograd kernel on the NHWC tensors and returns a
+    channels_last output, as F.conv2d does; other filters and strides run NCHW (a copy) with the same values. The
+    fake output under torch.compile has the real strides."""
+    x = rand(2, 37, 19, 22).contiguous(memory_format=torch.channels_last)
+    w = (rand(29, 37, filt, filt) * 0.1).contiguous(memory_format=torch.channels_last)
+    b = rand(29)
+    want = F.conv2d(x.double(), w.double(), b.double(), stride=stride, padding=1)
+    nhwc = filt == 3 and stride == 1
+    y = jt.conv2d(x, w, b, stride=stride, padding=1)
+    torch.testing.assert_close(y.double(), want, rtol=1e-4, atol=1e-5 * 37 * filt * filt)
+    assert y.is_contiguous(memory_format=torch.channels_last) == nhwc
+    compiled = torch.compile(lambda a, c: jt.conv2d(a, c, b, stride=stride, padding=1), fullgraph=True)
+    y = compiled(x, w)
+    torch.testing.assert_close(y.double(), want, rtol=1e-4, atol=1e-5 * 37 * filt * filt)
+    assert y.is_contiguous(memory_format=torch.channels_last) == nhwc
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_conv2d_fused_epilogue_is_one_call_of_the_chain(dtype, channels_last):
