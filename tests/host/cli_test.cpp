@@ -97,6 +97,25 @@ TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shi
   CHECK(ask.code == 1);
   CHECK(ask.out.find("'NVIDIA H100 80GB HBM3', 'NVIDIA H200'") != std::string::npos);
   std::size_t shipped_records = 0;
+  // The family/case names explain does not find exact, and those `tune --suite default --missing --plan` lists (with
+  // its plan), under the given cache options.
+  using Names = std::multiset<std::string>;
+  auto not_exact_of = [](const nlohmann::json& explained) {
+    Names names;
+    for (const auto& c : explained["cases"])
+      if (c["level"] != "exact") names.insert(c["family"].get<std::string>() + "/" + c["case"].get<std::string>());
+    return names;
+  };
+  auto planned_of = [&](const std::string& cache, const std::string& device, Result& missing) {
+    missing = run("--json " + cache + " --device-name '" + device + "' tune --suite default --missing --plan");
+    REQUIRE_MESSAGE(missing.code == 0, missing.out);
+    const auto plan = nlohmann::json::parse(missing.out.substr(missing.out.find('{')));
+    Names names;
+    for (const auto& item : plan["items"])
+      names.insert(item["family"].get<std::string>() + "/" + item["name"].get<std::string>());
+    CHECK(plan["total_items"] == names.size());
+    return names;
+  };
   for (const std::string device : {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}) {
     INFO(device);
     Result suite = run("--json " + fresh + " explain --device-name '" + device + "' --suite default");
@@ -112,16 +131,10 @@ TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shi
     }
     CHECK(j["cases"].size() > 90);
     // tune --missing lists exactly the cases explain does not find exact for that device (--plan: no GPU).
-    std::multiset<std::string> not_exact, planned;
-    for (const auto& c : j["cases"])
-      if (c["level"] != "exact") not_exact.insert(c["family"].get<std::string>() + "/" + c["case"].get<std::string>());
-    Result missing = run("--json " + fresh + " --device-name '" + device + "' tune --suite default --missing --plan");
-    REQUIRE_MESSAGE(missing.code == 0, missing.out);
-    const auto plan = nlohmann::json::parse(missing.out.substr(missing.out.find('{')));
-    for (const auto& item : plan["items"])
-      planned.insert(item["family"].get<std::string>() + "/" + item["name"].get<std::string>());
+    const Names not_exact = not_exact_of(j);
+    Result missing;
+    const Names planned = planned_of(fresh, device, missing);
     CHECK(planned == not_exact);
-    CHECK(plan["total_items"] == not_exact.size());
     CHECK(missing.out.find("--missing: " + std::to_string(not_exact.size()) + " of " +
                            std::to_string(j["cases"].size()) + " cases are not served exactly on " + device) !=
           std::string::npos);
@@ -142,15 +155,10 @@ TEST_CASE("on a fresh machine without a GPU, explain and cache list read the shi
     const std::string device = "NVIDIA H100 80GB HBM3";
     Result suite = run("--json " + user + " explain --device-name '" + device + "' --suite default");
     REQUIRE_MESSAGE(suite.code == 0, suite.out);
-    std::multiset<std::string> not_exact, planned;
-    const auto explained = nlohmann::json::parse(suite.out);  // kept: a loop over a temporary's member would dangle
-    for (const auto& c : explained["cases"])
-      if (c["level"] != "exact") not_exact.insert(c["family"].get<std::string>() + "/" + c["case"].get<std::string>());
-    Result missing = run("--json " + user + " --device-name '" + device + "' tune --suite default --missing --plan");
-    REQUIRE_MESSAGE(missing.code == 0, missing.out);
-    const auto plan = nlohmann::json::parse(missing.out.substr(missing.out.find('{')));
-    for (const auto& item : plan["items"])
-      planned.insert(item["family"].get<std::string>() + "/" + item["name"].get<std::string>());
+    const auto explained = nlohmann::json::parse(suite.out);
+    const Names not_exact = not_exact_of(explained);
+    Result missing;
+    const Names planned = planned_of(user, device, missing);
     CHECK(not_exact.size() == explained["cases"].size() - kept);  // one record a case: the others are missing
     CHECK(not_exact.size() >= 60);
     CHECK(planned == not_exact);
