@@ -1,4 +1,5 @@
-"""reduce_rows peers: torch.sum(x, -1, out=) and torch.amax(x, -1, out=) for the 12 cases of the family's suite."""
+"""reduce_rows peers: torch.sum(x, -1, out=) and torch.amax(x, -1, out=) for the 14 cases of the family's suite
+and two inputs one element into their allocation."""
 import torch
 
 from .common import nonzero
@@ -11,22 +12,26 @@ CASES = (
     ("max", "float16", 1048576, 32), ("sum", "float32", 8, 65536),
     ("max", "float16", 8, 65536), ("sum", "float32", 1024, 65536),
     ("sum", "bfloat16", 1024, 65536), ("max", "float32", 1024, 65536),
+    ("sum", "float16", 4096, 50257), ("max", "float32", 65536, 1001),
 )
+
+# x as a view one element into its allocation (issue 19: "_x+1"), as bench/cases_reduce_rows.cpp lists them.
+VIEWS = (("sum", "float32", 4096, 4096, 1), ("sum", "float16", 4096, 4096, 1))
 
 # Relative tolerance of a sum by output dtype (one rounding of the result); the absolute part grows with the row.
 RTOL = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
 
 
 def cases():
-    return [_case(*c) for c in CASES]
+    return [_case(*c) for c in CASES] + [_case(*v) for v in VIEWS]
 
 
-def _case(op, dtype, rows, cols):
-    name = f"reduce_rows_{op}_{dtype}_{rows}x{cols}"
+def _case(op, dtype, rows, cols, offset=0):
+    name = f"reduce_rows_{op}_{dtype}_{rows}x{cols}" + (f"_x+{offset}" if offset else "")
 
     def setup():
         dt = getattr(torch, dtype)
-        x = nonzero((rows, cols), dt)
+        x = nonzero((rows * cols + offset,), dt)[offset:].view(rows, cols)
         res = torch.empty(rows, device="cuda", dtype=dt)
         if op == "sum":
             run = lambda: torch.sum(x, -1, out=res)

@@ -219,9 +219,9 @@ def conv2d_cases():
 
 
 def reduce_rows_cases():
-    for op, dtype, rows, cols in peer_reduce.CASES:
+    for op, dtype, rows, cols, offset in [c + (0,) for c in peer_reduce.CASES] + list(peer_reduce.VIEWS):
         dt = getattr(torch, dtype)
-        x = nonzero((rows, cols), dt)
+        x = nonzero((rows * cols + offset,), dt)[offset:].view(rows, cols)
         fn = jt.sum_rows if op == "sum" else jt.amax_rows
         if op == "sum":
             want = lambda x=x: x.double().sum(-1)
@@ -230,8 +230,8 @@ def reduce_rows_cases():
         else:
             want = lambda x=x: torch.amax(x, -1)
             check = torch.equal
-        yield _case(f"reduce_rows_{op}_{dtype}_{rows}x{cols}", "reduce_rows", lambda x=x, fn=fn: fn(x), want, check,
-                    (rows * cols + rows) * dt.itemsize)
+        name = f"reduce_rows_{op}_{dtype}_{rows}x{cols}" + (f"_x+{offset}" if offset else "")
+        yield _case(name, "reduce_rows", lambda x=x, fn=fn: fn(x), want, check, (rows * cols + rows) * dt.itemsize)
 
 
 FAMILIES = {"elementwise": elementwise_cases, "elementwise_view": elementwise_view_cases, "permute": permute_cases,

@@ -56,6 +56,11 @@ Cut cut(const ReduceRowsProblem& p, const Config& c) {
   return k;
 }
 
+// Rows start at different offsets within a pack: several rows of a pitch that is not a multiple of it.
+bool peel_needed(const ReduceRowsProblem& p, std::int64_t pack) {
+  return p.rows() > 1 && p.cols() % pack != 0;
+}
+
 bool is_group(const Config& c) {
   return c.at("threads") <= kMaxTeam;
 }
@@ -150,9 +155,12 @@ class ReduceRowsFamily final : public Family {
              "threads reducing one row: 1-32 a team inside a warp (256-thread blocks of teams), 128-1024 the "
              "whole "
              "block"},
-            {"pack",
-             {1, 2, 4, 8},
-             "elements per vector load, pack * element size <= 16 bytes; rows start pack-aligned"},
+            {"pack", {1, 2, 4, 8}, "elements per vector load, pack * element size <= 16 bytes"},
+            {"peel",
+             {0, 1},
+             "1: rows may start anywhere, each row's elements before its first aligned pack and after its last "
+             "read one by one (rows of a pitch that is not a multiple of the pack; the runtime also takes it "
+             "for an x off the pack's alignment); 0: rows start pack-aligned"},
             {"unroll", {1, 2, 4, 8}, "loads of one row each thread issues before folding them"},
             {"rows",
              {1, 2, 4, 8},
@@ -190,9 +198,13 @@ class ReduceRowsFamily final : public Family {
 
   Config heuristic(const Problem& problem, const DeviceInfo& device) const override {
     const auto& p = static_cast<const ReduceRowsProblem&>(problem);
-    const std::int64_t pack = p.max_pack(), bytes = pack * p.element_size();
+    std::int64_t pack = p.max_pack();
+    while (pack > 1 && peel_needed(p, pack) && p.cols() < 2 * pack) pack /= 2;  // short odd rows: narrower
+    const std::int64_t bytes = pack * p.element_size();
     const std::int64_t units = ceil_div(std::max<std::int64_t>(p.cols(), 1), pack);
-    Config c{{"threads", 0}, {"pack", pack}, {"unroll", 1}, {"rows", 1}, {"split", 1}, {"cluster", 0}};
+    Config c{{"threads", 0}, {"pack", pack},   {"peel", peel_needed(p, pack) ? 1 : 0},
+             {"unroll", 1},  {"rows", 1},      {"split", 1},
+             {"cluster", 0}};
     if (units <= kMaxTeam * kMaxLoads) {
       // Rows of up to 8 warp-wide passes: one team a row, as narrow as covers the row in one pass, else a
       // warp unrolled over the row; short rows take several rows at once so 4 (small loads: 8) are in flight.
@@ -202,6 +214,7 @@ class ReduceRowsFamily final : public Family {
       c.set("threads", threads);
       c.set("unroll", unroll);
       c.set("rows", std::clamp<std::int64_t>(target / unroll, 1, pow2_ceil(p.rows())));
+      if (c.at("peel") == 1) c.set("rows", std::min<std::int64_t>(c.at("rows"), 4));
       return c;
     }
     // Long rows: a block a row, with >= 4 loads per thread. Fewer rows than SMs: split each row over blocks
@@ -230,9 +243,19 @@ class ReduceRowsFamily final : public Family {
     const std::int64_t pack = config.at("pack"), bytes = pack * p.element_size();
     if (bytes > 16)
       return "pack " + n(pack) + " moves " + n(bytes) + " bytes per load; the widest load is 16 bytes";
-    if (p.rows() > 1 && p.cols() % pack != 0)
-      return "rows of " + n(p.cols()) + " elements: pack " + n(pack) +
-             " needs every row to start pack-aligned (cols a multiple of the pack)";
+    const bool peel = config.at("peel") == 1;
+    if (peel_needed(p, pack) && !peel)
+      return "rows of " + n(p.cols()) + " elements start at different offsets within a pack of " + n(pack) +
+             ": they need peel 1";
+    if (peel && config.at("rows") > 4)
+      return "rows " + n(config.at("rows")) + " with peel 1: each row of a team keeps its own cut and scalars; "
+             "at most 4 rows (more spill registers)";
+    if (peel && p.cols() < 2 * pack)
+      return "rows of " + n(p.cols()) + " elements are shorter than two packs of " + n(pack) +
+             ": with peel 1 most of each row would be read one by one; a narrower pack reads it";
+    if (!peel_needed(p, pack) && peel)
+      return "rows of " + n(p.cols()) + " elements start pack-aligned (pack " + n(pack) +
+             "): peel 1 only adds work (the runtime takes it for an x off the pack's alignment)";
     const Cut k = cut(p, config);
     return is_group(config) ? check_group(p, config, k) : check_block(p, config, k, device);
   }
@@ -242,7 +265,8 @@ class ReduceRowsFamily final : public Family {
     const auto v = [&](const char* key) { return std::to_string(config.at(key)); };
     const std::string head = std::to_string(static_cast<int>(p.op())) + ", " +
                              std::string(dtype_cuda_type(p.dtype())) + ", " + v("threads") + ", " +
-                             v("pack") + ", " + v("unroll") + ", ";
+                             v("pack") + ", " + (config.at("peel") == 1 ? "true" : "false") + ", " +
+                             v("unroll") + ", ";
     std::string name = "jitune::templates::reduce_rows::";
     if (is_group(config))
       name += "reduce_rows_group<" + head + v("rows") + ">";
@@ -298,16 +322,16 @@ class ReduceRowsFamily final : public Family {
     return {};
   }
 
-  // The slot is log2 of the pack: the tuned one, narrowed to x's alignment class (its address and row pitch).
+  // Slot 1: the tuned config with peel 1, for an x off the pack's alignment (the tuned pack at full width;
+  // each row's head and tail one by one); slot 0: the tuned config.
   int variant(const Problem& problem, const Config& tuned, const Bindings& b) const override {
     const auto& p = static_cast<const ReduceRowsProblem&>(problem);
-    const std::int64_t allowed = std::max<std::int64_t>(1, b.alignment[0] / p.element_size());
-    return std::countr_zero(static_cast<std::uint64_t>(std::min(tuned.at("pack"), allowed)));
+    return tuned.at("peel") == 0 && b.alignment[0] < tuned.at("pack") * p.element_size() ? 1 : 0;
   }
 
   Config variant_config(const Problem&, const Config& tuned, int slot, const DeviceInfo&) const override {
     Config c = tuned;
-    c.set("pack", std::int64_t{1} << slot);
+    if (slot == 1) c.set("peel", 1);
     return c;
   }
 
@@ -397,6 +421,9 @@ class ReduceRowsFamily final : public Family {
         {"max", "float16", "1048576", "32"},  {"sum", "float32", "8", "65536"},
         {"max", "float16", "8", "65536"},     {"sum", "float32", "1024", "65536"},
         {"sum", "bfloat16", "1024", "65536"}, {"max", "float32", "1024", "65536"},
+        // Rows of an odd length (issue 19): every row starts at another offset within a 16-byte pack, as
+        // GPT-2's 50257-word logits do.
+        {"sum", "float16", "4096", "50257"},  {"max", "float32", "65536", "1001"},
     };
     std::vector<std::pair<std::string, std::string>> cases;
     for (const auto& c : kCases)
@@ -428,9 +455,7 @@ ReduceRowsProblem::ReduceRowsProblem(DType dtype, ReduceOp op, std::int64_t rows
 }
 
 int ReduceRowsProblem::max_pack() const noexcept {
-  int pack = 16 / element_size();
-  while (pack > 1 && rows_ > 1 && cols_ % pack != 0) pack /= 2;
-  return pack;
+  return 16 / element_size();
 }
 
 std::string_view reduce_op_name(ReduceOp op) noexcept {

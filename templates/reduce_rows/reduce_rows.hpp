@@ -30,8 +30,7 @@ class ReduceRowsProblem final : public Problem {
   std::int64_t rows() const noexcept { return rows_; }
   std::int64_t cols() const noexcept { return cols_; }
   int element_size() const noexcept { return static_cast<int>(dtype_size(dtype_)); }
-  /// The widest pack (elements) rows can be read in with a 16-byte aligned x: 16 bytes, narrowed to what
-  /// divides the row pitch when there are several rows.
+  /// The widest pack (elements): 16 bytes. Any row reads in it (its misaligned head and tail one by one).
   int max_pack() const noexcept;
 
   std::string signature() const override;         ///< "cols=4096;dtype=float16;op=sum;rows=4096"

@@ -12,7 +12,7 @@ constexpr int kGroupBlock = 256;
 
 /// y[r] = op over c of x[r * cols + c], for r < rows.
 struct Params {
-  unsigned long long x;         ///< Input: rows x cols elements, row-major, rows starting pack-aligned.
+  unsigned long long x;         ///< Input: rows x cols elements, row-major, element-aligned.
   unsigned long long y;         ///< Output: rows elements of x's type.
   unsigned long long partials;  ///< Workspace kernel: float[rows * split], a partial per slice; else 0.
   unsigned long long arrivals;  ///< Workspace kernel: unsigned[rows], zeroed before the launch; else 0.

@@ -1,5 +1,6 @@
 // GPU tests of the reduce_rows family: every legal config on odd shapes through the tuner's verification path
-// and launched directly with x and y one element off (the narrowed variant), max's NaN in every position of a
+// and launched directly with x at several offsets within a pack and rows of odd lengths (each row's scalar
+// head and tail around its aligned packs), max's NaN in every position of a
 // row and a slice, the public op with the heuristic for every dtype, op and odd shape, stored configs of each
 // kernel (the workspace in stream order, the cluster, teams) through the public op on a stream, empty calls
 // and bad input.
@@ -75,9 +76,9 @@ struct Case {
   }
 };
 
-// One launch of `tuned` as the dispatcher makes it, bypassing the decision: the variant x's alignment class
-// allows, a workspace whose partials are garbage and whose counters are zeroed once, then two launches on it
-// (the kernel leaves its counters zeroed for the next one).
+// One launch of `tuned` as the dispatcher makes it, bypassing the decision: the variant the pointers allow
+// (peel 1 for an x off the pack's alignment), a workspace whose partials are garbage and whose counters are
+// zeroed once, then two launches on it (the kernel leaves its counters zeroed for the next one).
 void launch_directly(Runtime& rt, Case& c, const Config& tuned) {
   const auto specs = fam().buffers(c.p);
   const void* pointers[] = {c.x_ptr(), c.y_ptr()};
@@ -124,8 +125,8 @@ void store_config(Runtime& rt, const ReduceRowsProblem& p, const Config& config)
 }
 
 Config config(std::int64_t threads, std::int64_t pack, std::int64_t unroll, std::int64_t rows,
-              std::int64_t split, std::int64_t cluster) {
-  return Config{{"threads", threads}, {"pack", pack},   {"unroll", unroll},
+              std::int64_t split, std::int64_t cluster, std::int64_t peel = 0) {
+  return Config{{"threads", threads}, {"pack", pack},   {"peel", peel},      {"unroll", unroll},
                 {"rows", rows},       {"split", split}, {"cluster", cluster}};
 }
 
@@ -156,18 +157,20 @@ TEST_CASE("every legal config verifies on odd shapes (tuner verification path)")
     }
 }
 
-TEST_CASE("every legal config with x and y off their alignment runs its narrowed variant correctly") {
+TEST_CASE("every legal config reads x at any offset within a pack and rows of any length") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
-  // Rows of 16-byte multiples (only the pointer narrows the pack), a single odd row, few long rows (split
-  // kernels).
-  const std::pair<std::int64_t, std::int64_t> shapes[] = {{3, 4096}, {1000, 256}, {1, 4097}, {8, 65536}};
+  // Rows of 16-byte multiples (only the pointer is off), rows of odd lengths (every row starts at another
+  // offset within a pack; rows shorter than a pack), a single odd row, few long rows (split kernels).
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{3, 4096}, {1000, 256}, {1, 4097}, {8, 65536},
+                                                          {13, 4097}, {300, 33},  {5, 7},    {7, 30001}};
   std::size_t i = 0;
   std::uint64_t seed = 100;
   for (const auto& [rows, cols] : shapes) {
     const auto [dtype, op] = rotation(i++);
     const std::size_t es = dtype_size(dtype);
-    for (std::size_t x_offset : {std::size_t{1}, 8 / es}) {  // one element off, then 8-byte aligned
+    // One element off, three (12 or 6 bytes), then 8-byte aligned.
+    for (std::size_t x_offset : {std::size_t{1}, std::size_t{3}, 8 / es}) {
       Case c(dtype, op, rows, cols, ++seed, x_offset, 1);
       for (const Config& config : legal(c.p, rt.device())) launch_directly(rt, c, config);
     }
@@ -260,7 +263,8 @@ TEST_CASE("stored configs of every kernel through the public op: workspace in st
       {DType::kFloat32, ReduceOp::kSum, 8, 65536, config(256, 4, 4, 1, 16, 0)},   // workspace split
       {DType::kBFloat16, ReduceOp::kMax, 5, 30000, config(128, 8, 1, 1, 32, 0)},  // workspace, 32 slices
       {DType::kFloat16, ReduceOp::kSum, 1, 65537, config(1024, 8, 4, 1, 4, 0)},   // one row with a tail
-      {DType::kFloat32, ReduceOp::kMax, 1000, 4097, config(512, 1, 8, 1, 1, 0)},  // a block a row, odd rows
+      {DType::kFloat32, ReduceOp::kMax, 1000, 4097, config(512, 4, 2, 1, 1, 0, 1)},  // a block a row, odd rows
+      {DType::kFloat16, ReduceOp::kSum, 3000, 33, config(4, 8, 2, 2, 1, 0, 1)},      // teams over odd rows
       {DType::kFloat16, ReduceOp::kMax, 100000, 32, config(4, 8, 1, 4, 1, 0)},    // teams of 4, 4 rows each
       {DType::kFloat32, ReduceOp::kSum, 4099, 1024, config(32, 4, 8, 1, 1, 0)},   // a warp a row
   };
@@ -268,7 +272,7 @@ TEST_CASE("stored configs of every kernel through the public op: workspace in st
     cases.push_back(
         {DType::kFloat32, ReduceOp::kSum, 8, 65536, config(512, 4, 4, 1, 8, 1)});  // clusters of 8
     cases.push_back(
-        {DType::kBFloat16, ReduceOp::kMax, 3, 4097, config(256, 1, 4, 1, 2, 1)});  // clusters of 2
+        {DType::kBFloat16, ReduceOp::kMax, 3, 4097, config(256, 8, 2, 1, 2, 1, 1)});  // clusters of 2, odd rows
   }
   driver::StreamHandle stream;
   const auto s = reinterpret_cast<Stream>(stream.get());

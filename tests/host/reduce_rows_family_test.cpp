@@ -14,6 +14,7 @@
 #include "templates/host_float.hpp"
 #include "templates/reduce_rows/reduce_rows.hpp"
 #include "templates/sources.hpp"
+#include "tuner/compile_pool.hpp"
 #include "tuner/tuner.hpp"
 
 namespace jitune {
@@ -43,8 +44,8 @@ const ReduceRowsProblem& as_reduce(const std::unique_ptr<Problem>& p) {
 }
 
 Config config(std::int64_t threads, std::int64_t pack, std::int64_t unroll, std::int64_t rows,
-              std::int64_t split, std::int64_t cluster) {
-  return Config{{"threads", threads}, {"pack", pack},   {"unroll", unroll},
+              std::int64_t split, std::int64_t cluster, std::int64_t peel = 0) {
+  return Config{{"threads", threads}, {"pack", pack},   {"peel", peel},      {"unroll", unroll},
                 {"rows", rows},       {"split", split}, {"cluster", cluster}};
 }
 
@@ -168,14 +169,22 @@ TEST_CASE("the heuristic is legal for every shape, dtype and device, and picks t
   CHECK(heuristic(problem("float32", "sum", 65536, 1024), h100) == config(32, 4, 8, 1, 1, 0));
   // Rows of 32 halves: a team of 4 threads per row, 4 rows per team.
   CHECK(heuristic(problem("float16", "max", 1 << 20, 32), h100) == config(4, 8, 1, 4, 1, 0));
-  // Odd rows: one element per load.
-  CHECK(heuristic(problem("float32", "sum", 1000, 4097), h100).at("pack") == 1);
-  // One row: any length may use 16-byte loads (the last pack is partial).
+  // Rows of any length read in 16-byte loads (each row's head and tail element by element).
+  // Rows of odd lengths peel their heads and tails; a single row starts aligned and only has a tail.
+  CHECK(heuristic(problem("float32", "sum", 1000, 4097), h100).at("pack") == 4);
+  CHECK(heuristic(problem("float32", "sum", 1000, 4097), h100).at("peel") == 1);
+  CHECK(heuristic(problem("float16", "sum", 4096, 50257), h100).at("peel") == 1);
+  CHECK(heuristic(problem("float16", "sum", 4096, 50257), h100).at("pack") == 8);
   CHECK(heuristic(problem("float16", "sum", 1, 4097), h100).at("pack") == 8);
+  CHECK(heuristic(problem("float16", "sum", 1, 4097), h100).at("peel") == 0);
+  CHECK(heuristic(problem("float16", "sum", 4096, 4096), h100).at("peel") == 0);
 }
 
 TEST_CASE("constraints reject illegal and useless configs with a reason") {
   const DeviceInfo dev = nominal_device(90);
+  const auto heuristic_of = [](const std::unique_ptr<Problem>& p, const DeviceInfo& d) {
+    return fam().heuristic(*p, d);
+  };
   const auto why = [&](const std::unique_ptr<Problem>& p, const Config& c, const DeviceInfo& d) {
     return fam().check(*p, c, d);
   };
@@ -199,10 +208,27 @@ TEST_CASE("constraints reject illegal and useless configs with a reason") {
   // Many rows: splitting them buys nothing.
   CHECK(why(problem("float32", "sum", 4096, 65536), config(256, 4, 4, 1, 2, 0), dev).find("SMs") !=
         std::string::npos);
-  // Rows of 4097 floats start at 4-byte steps: only pack 1; a single row may take any pack.
-  CHECK(why(problem("float32", "sum", 3, 4097), config(256, 2, 4, 1, 1, 0), dev).find("pack-aligned") !=
+  // Rows of 4097 floats start at 4-byte steps: the widest pack reads them with peel 1 (never without), and a
+  // narrower one only adds passes; aligned rows refuse peel 1 (the runtime's variant for a misaligned x).
+  CHECK(why(problem("float32", "sum", 3, 4097), config(256, 4, 4, 1, 1, 0, 1), dev).empty());
+  CHECK(why(problem("float32", "sum", 3, 4097), config(256, 4, 4, 1, 1, 0, 0), dev).find("need peel 1") !=
+        std::string::npos);
+  CHECK(why(problem("float32", "sum", 3, 4097), config(256, 2, 4, 1, 1, 0, 1), dev).find("narrower ones") !=
         std::string::npos);
   CHECK(why(problem("float32", "sum", 1, 4097), config(256, 4, 4, 1, 1, 0), dev).empty());
+  CHECK(why(problem("float32", "sum", 1, 4097), config(256, 4, 4, 1, 1, 0, 1), dev).find("only adds work") !=
+        std::string::npos);
+  CHECK(why(problem("float32", "sum", 3, 4096), config(256, 4, 4, 1, 1, 0, 1), dev).find("only adds work") !=
+        std::string::npos);
+  CHECK(why(problem("float32", "sum", 3, 4097), config(256, 1, 4, 1, 1, 0, 1), dev).find("only adds work") !=
+        std::string::npos);
+  // Peeled teams: at most 4 rows at once; rows shorter than two packs take a narrower pack.
+  CHECK(why(problem("float16", "sum", 1000, 33), config(8, 8, 1, 4, 1, 0, 1), dev).empty());
+  CHECK(why(problem("float16", "sum", 1000, 33), config(8, 8, 1, 8, 1, 0, 1), dev).find("at most 4 rows") !=
+        std::string::npos);
+  CHECK(why(problem("float16", "sum", 1000, 15), config(2, 8, 1, 4, 1, 0, 1), dev).find("shorter than two") !=
+        std::string::npos);
+  CHECK(heuristic_of(problem("float16", "sum", 1000, 15), dev).at("pack") == 4);
   // Teams: no idle half, no redundant unroll, coalesced passes, rows at once only for one-pass rows.
   const auto short_rows = problem("float32", "sum", 1 << 20, 32);
   CHECK(why(short_rows, config(8, 4, 1, 4, 1, 0), dev).empty());
@@ -231,40 +257,41 @@ TEST_CASE("constraints reject illegal and useless configs with a reason") {
   }
 }
 
-TEST_CASE("default suite: 12 cases over both ops, every dtype, short to long rows") {
+TEST_CASE("default suite: 14 cases over both ops, every dtype, short to long rows, odd row lengths") {
   const auto suite = fam().default_suite();
-  CHECK(suite.size() == 12);
-  int ops[2] = {0, 0}, dtypes[3] = {0, 0, 0};
+  CHECK(suite.size() == 14);
+  int ops[2] = {0, 0}, dtypes[3] = {0, 0, 0}, odd = 0;
   for (const auto& [name, signature] : suite) {
     const auto p = fam().parse_problem(signature);
     CHECK(p->signature() == signature);
     CHECK(name.rfind("reduce_rows_", 0) == 0);
     ++ops[static_cast<int>(as_reduce(p).op())];
     ++dtypes[static_cast<int>(as_reduce(p).dtype())];
+    odd += as_reduce(p).cols() % 2;
   }
+  CHECK(odd == 2);
   CHECK(ops[0] > 0);
   CHECK(ops[1] > 0);
   for (int d : dtypes) CHECK(d > 0);
 }
 
-TEST_CASE("variants: the pack narrows to x's alignment class") {
+TEST_CASE("variants: an x off the pack's alignment runs the tuned config with peel 1") {
   const auto p = problem("float16", "sum", 4096, 4096);
   const Config tuned = config(256, 8, 2, 1, 1, 0);
-  const void* pointers[] = {reinterpret_cast<const void*>(0x1000), reinterpret_cast<const void*>(0x2000)};
-  const auto slot_for = [&](std::uint8_t alignment) {
+  const void* pointers[] = {reinterpret_cast<const void*>(0x1002), reinterpret_cast<const void*>(0x2000)};
+  const auto slot_for = [&](const Config& c, std::uint8_t alignment) {
     const std::uint8_t classes[] = {alignment, 2};
-    return fam().variant(*p, tuned, Bindings{pointers, classes, nullptr, {}});
+    return fam().variant(*p, c, Bindings{pointers, classes, nullptr, {}});
   };
-  CHECK(slot_for(16) == 3);
-  CHECK(slot_for(8) == 2);
-  CHECK(slot_for(4) == 1);
-  CHECK(slot_for(2) == 0);
-  const std::uint8_t aligned[] = {16, 16};
-  // Never wider than the tuned pack.
-  CHECK(fam().variant(*p, config(256, 2, 2, 1, 1, 0), Bindings{pointers, aligned, nullptr, {}}) == 1);
-  const Config narrowed = fam().variant_config(*p, tuned, 1, nominal_device(90));
-  CHECK(narrowed.at("pack") == 2);
-  CHECK(narrowed.at("threads") == 256);
+  CHECK(slot_for(tuned, 16) == 0);
+  CHECK(slot_for(tuned, 8) == 1);
+  CHECK(slot_for(tuned, 2) == 1);
+  CHECK(slot_for(config(256, 4, 2, 1, 1, 0), 8) == 0);  // 8-byte packs of an 8-byte aligned x
+  CHECK(slot_for(config(256, 4, 2, 1, 1, 0), 4) == 1);
+  CHECK(slot_for(config(256, 8, 2, 1, 1, 0, 1), 2) == 0);  // a tuned peel already reads any row
+  const Config peeled = fam().variant_config(*p, tuned, 1, nominal_device(90));
+  CHECK(peeled == config(256, 8, 2, 1, 1, 0, 1));
+  CHECK(fam().variant_config(*p, tuned, 0, nominal_device(90)) == tuned);
 }
 
 TEST_CASE("workspace, kernel parameters and launch shapes") {
@@ -303,7 +330,7 @@ TEST_CASE("workspace, kernel parameters and launch shapes") {
     CHECK(s.block.x == 256);
     CHECK_FALSE(s.programmatic);
     CHECK(fam().source(*p, c).name_expression ==
-          "jitune::templates::reduce_rows::reduce_rows_block<0, float, 256, 4, 4, true>");
+          "jitune::templates::reduce_rows::reduce_rows_block<0, float, 256, 4, false, 4, true>");
   }
   SUBCASE("cluster: no workspace, one block per (row, slice), programmatic launch on sm_90") {
     const Config c = config(512, 4, 4, 1, 8, 1);
@@ -317,7 +344,7 @@ TEST_CASE("workspace, kernel parameters and launch shapes") {
     CHECK(s.block.x == 512);
     CHECK(s.programmatic);
     CHECK(fam().source(*p, c).name_expression ==
-          "jitune::templates::reduce_rows::reduce_rows_cluster<0, float, 512, 4, 4, 8>");
+          "jitune::templates::reduce_rows::reduce_rows_cluster<0, float, 512, 4, false, 4, 8>");
   }
   SUBCASE("teams: 256-thread blocks over rows, capped at 16 waves") {
     const auto q = problem("bfloat16", "max", 1 << 20, 32);
@@ -327,7 +354,7 @@ TEST_CASE("workspace, kernel parameters and launch shapes") {
     CHECK(s.block.x == 256);
     CHECK(s.grid.x == std::min<unsigned>((1u << 20) / (64 * 4), 132 * 8 * 16));
     CHECK(fam().source(*q, c).name_expression ==
-          "jitune::templates::reduce_rows::reduce_rows_group<1, __nv_bfloat16, 4, 8, 1, 4>");
+          "jitune::templates::reduce_rows::reduce_rows_group<1, __nv_bfloat16, 4, 8, false, 1, 4>");
     const auto r = problem("float16", "sum", 3, 5);
     CHECK(fam().launch_shape(*r, config(8, 1, 1, 1, 1, 0), h100).grid.x == 1);
   }
@@ -414,7 +441,7 @@ TEST_CASE("NVRTC compiles every legal config for sm_80 and sm_90, without spills
   const char* const problems[] = {
       "cols=65536;dtype=float32;op=sum;rows=8",     // blocks, workspace and cluster splits
       "cols=32;dtype=float16;op=max;rows=1048576",  // teams, several rows at once
-      "cols=4097;dtype=bfloat16;op=max;rows=3",     // odd rows: pack 1, every kind
+      "cols=4097;dtype=bfloat16;op=max;rows=3",     // odd rows: heads and tails, every kind
       "cols=1000;dtype=float16;op=sum;rows=1",      // one row: a partial last pack
   };
   for (int cc : {80, 90})
@@ -430,6 +457,28 @@ TEST_CASE("NVRTC compiles every legal config for sm_80 and sm_90, without spills
         CHECK_FALSE(c.resources.spills());
       }
     }
+  // The runtime's peel variants of aligned problems' configs (an x off its alignment): compiled the same way.
+  for (const char* signature : {"cols=4096;dtype=float32;op=sum;rows=8", "cols=32;dtype=float16;op=max;rows=1048576",
+                                "cols=1024;dtype=bfloat16;op=sum;rows=65536"}) {
+    const auto p = fam().parse_problem(signature);
+    std::size_t pruned = 0;
+    std::vector<Config> peeled;
+    for (const Config& c : tuner::legal_candidates(fam(), *p, nominal_device(90), pruned))
+      if (c.at("pack") > 1) peeled.push_back(fam().variant_config(*p, c, 1, nominal_device(90)));
+    REQUIRE(!peeled.empty());
+    tuner::CompilePool pool(compiler, fam(), *p, peeled, "sm_90", 0, true);
+    std::size_t compiled = 0;
+    while (auto batch = pool.next())
+      for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
+        INFO(signature, " ", peeled[batch->candidates[b]].text(), "\n", batch->output->log);
+        REQUIRE(batch->output->ok);
+        const auto& res = batch->output->resources.at(batch->unit[b]);
+        CHECK(res.registers > 0);
+        CHECK_FALSE(res.spills());
+        ++compiled;
+      }
+    CHECK(compiled == peeled.size());
+  }
 }
 
 }  // namespace jitune
