@@ -71,4 +71,11 @@ bool row_correct(const nlohmann::json& row) {
   return row.value("correct", false) && row.value("default_correct", false);
 }
 
+driver::DeviceBuffer shifted_copy(const std::vector<std::byte>& host, std::size_t offset_bytes, const void*& at) {
+  driver::DeviceBuffer buffer(host.size() + offset_bytes);
+  JITUNE_CU_CHECK(cuMemcpyHtoD(buffer.get() + offset_bytes, host.data(), host.size()));
+  at = static_cast<const char*>(buffer.data()) + offset_bytes;
+  return buffer;
+}
+
 }  // namespace jitune::bench

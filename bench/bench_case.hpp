@@ -55,4 +55,8 @@ void finish_row(nlohmann::json& row, Context& ctx, const std::string& family, co
 /// True when every correctness field of the row ("correct", "default_correct") is true.
 bool row_correct(const nlohmann::json& row);
 
+/// `host` again in device memory, `offset_bytes` into an allocation of its own (a view a few elements into its
+/// tensor, issue 19: "_src+1", "_x+1"); `at` receives the copy's address.
+driver::DeviceBuffer shifted_copy(const std::vector<std::byte>& host, std::size_t offset_bytes, const void*& at);
+
 }  // namespace jitune::bench

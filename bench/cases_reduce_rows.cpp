@@ -21,12 +21,7 @@ nlohmann::json run_reduce_rows(Context& ctx, const std::string& signature, std::
   tuner::DeviceWorkload dw(fam, p, w, reference);
   const void* x = dw.inputs()[0];
   driver::DeviceBuffer shifted;  // the input again, x_offset elements into an allocation of its own
-  if (x_offset > 0) {
-    const std::size_t offset = x_offset * dtype_size(p.dtype());
-    shifted = driver::DeviceBuffer(w.inputs[0].size() + offset);
-    JITUNE_CU_CHECK(cuMemcpyHtoD(shifted.get() + offset, w.inputs[0].data(), w.inputs[0].size()));
-    x = static_cast<const char*>(shifted.data()) + offset;
-  }
+  if (x_offset > 0) shifted = shifted_copy(w.inputs[0], x_offset * dtype_size(p.dtype()), x);
   void* y = dw.outputs()[0];
   driver::StreamHandle stream;
   const auto s = reinterpret_cast<Stream>(stream.get());

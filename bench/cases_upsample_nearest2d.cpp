@@ -22,12 +22,7 @@ nlohmann::json run_upsample(Context& ctx, const std::string& signature, std::siz
   tuner::DeviceWorkload dw(fam, p, w, reference);
   const void* src = dw.inputs()[0];
   driver::DeviceBuffer shifted;  // the input again, src_offset elements into an allocation of its own
-  if (src_offset > 0) {
-    const std::size_t offset = src_offset * dtype_size(p.dtype());
-    shifted = driver::DeviceBuffer(w.inputs[0].size() + offset);
-    JITUNE_CU_CHECK(cuMemcpyHtoD(shifted.get() + offset, w.inputs[0].data(), w.inputs[0].size()));
-    src = static_cast<const char*>(shifted.data()) + offset;
-  }
+  if (src_offset > 0) shifted = shifted_copy(w.inputs[0], src_offset * dtype_size(p.dtype()), src);
   void* dst = dw.outputs()[0];
   driver::StreamHandle stream;
   const auto s = reinterpret_cast<Stream>(stream.get());
