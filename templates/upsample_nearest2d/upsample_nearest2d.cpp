@@ -54,6 +54,16 @@ std::int64_t longest_window(std::int64_t in, std::int64_t out, float step, Neare
   return longest;
 }
 
+// f when every backward window along this dimension is [f i, f i + f) for f in [kMinWindow, kMaxWindow], else 0.
+std::int64_t window_of(std::int64_t in, std::int64_t out, float step, NearestMode mode) {
+  if (out % in != 0) return 0;
+  const std::int64_t f = out / in;
+  if (f < kMinUniformWindow || f > kMaxUniformWindow) return 0;
+  for (std::int64_t i = 0; i <= in; ++i)
+    if (window_start(i, step, out, mode) != f * i) return 0;
+  return f;
+}
+
 bool supported(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 
 }  // namespace
@@ -120,6 +130,8 @@ UpsampleProblem::UpsampleProblem(Direction direction, const UpsampleNearest2d& s
     } else {
       max_window_h_ = longest_window(shape_.in_h, shape_.out_h, step_h_, shape_.mode);
       max_window_w_ = longest_window(shape_.in_w, shape_.out_w, step_w_, shape_.mode);
+      const std::int64_t fh = window_of(shape_.in_h, shape_.out_h, step_h_, shape_.mode);
+      if (fh == window_of(shape_.in_w, shape_.out_w, step_w_, shape_.mode)) uniform_window_ = fh;
     }
   }
 }
@@ -168,6 +180,14 @@ std::int64_t unit_count(const UpsampleProblem& p, KernelKind kernel, Strategy st
   const bool walks_src = p.backward() ? kernel == KernelKind::kGeneral && strategy == Strategy::kScatter
                                       : kernel == KernelKind::kPacked2x;
   return (walks_src ? p.src_numel() : p.dst_numel()) / pack;
+}
+
+// The backward gather's fixed window (the kernel's kWin): the problem's uniform window where `window` asks for it,
+// else 0 (the window loops, and every other kernel).
+std::int64_t gather_window(const UpsampleProblem& p, const Config& config) {
+  const bool gather = static_cast<KernelKind>(config.at("kernel")) == KernelKind::kGeneral &&
+                      static_cast<Strategy>(config.at("strategy")) == Strategy::kGather;
+  return p.backward() && gather && config.at("window") != 0 ? p.uniform_window() : 0;
 }
 
 bool aligned(const void* ptr, std::size_t bytes) {
@@ -247,6 +267,8 @@ class UpsampleFamily final : public Family {
             {"waves", {1, 2, 8, 32}, "grid cap: at most waves x (blocks resident on the GPU at once)"},
             {"cache", {0, 1, 2}, "forward: L2 eviction priority of the input's loads, 0 normal, 1 evict_last (the "
                                  "input stays in L2 while the larger output streams), 2 evict_first; backward: 0"},
+            {"window", {0, 1}, "backward gather at a uniform 3x or 4x scale (PyTorch's windows all f x f): 1 sums "
+                               "fixed windows, every load issued first; 0 the window loops"},
         }) {}
 
   std::string_view name() const override { return "upsample_nearest2d"; }
@@ -324,7 +346,8 @@ class UpsampleFamily final : public Family {
                   {"block", 256},
                   {"items", p.backward() ? 1 : 2},
                   {"waves", 32},
-                  {"cache", 0}};
+                  {"cache", 0},
+                  {"window", p.uniform_window() > 0 ? 1 : 0}};
   }
 
   std::string check(const Problem& problem, const Config& config, const DeviceInfo& device) const override {
@@ -337,6 +360,9 @@ class UpsampleFamily final : public Family {
       return "the packed 2x kernel (kernel=1) needs an exact x2 rule in both dimensions";
     if (strategy == Strategy::kScatter && !(p.backward() && kernel == KernelKind::kGeneral))
       return "strategy=1 (scatter) applies to the general backward only";
+    if (config.at("window") != 0 && (gather_window(p, config) == 0))
+      return "window=1 (fixed windows) applies to the backward gather (kernel=0, strategy=0) at a uniform 3x or 4x "
+             "scale; this problem takes window=0";
     if (p.backward() && config.at("cache") != 0)
       return "cache (the input loads' L2 eviction priority) applies to the forward kernels; the backward takes "
              "cache=0";
@@ -352,6 +378,17 @@ class UpsampleFamily final : public Family {
     if (config.at("block") > device.max_threads_per_block)
       return "block " + std::to_string(config.at("block")) + " exceeds the device's " +
              std::to_string(device.max_threads_per_block) + " threads per block";
+    if (const std::int64_t window = gather_window(p, config); window > 0) {
+      // A unit's window is loaded whole before it is summed: those registers must leave room for the rest.
+      const std::int64_t held = window * window * bytes / 4;
+      const std::int64_t room = std::min<std::int64_t>(255, device.registers_per_sm / config.at("block")) / 2;
+      if (held > room)
+        return "the fixed " + std::to_string(window) + "x" + std::to_string(window) + " windows of pack " +
+               std::to_string(pack) + " hold " + std::to_string(held) +
+               " registers of grad_output a thread; a block of " + std::to_string(config.at("block")) +
+               " threads leaves " + std::to_string(room) +
+               " (half a thread's share): a narrower pack or a smaller block";
+    }
     return {};
   }
 
@@ -373,7 +410,8 @@ class UpsampleFamily final : public Family {
       name = kernel == KernelKind::kPacked2x
                  ? "jitune::upn::backward_2x<" + t + ", " + layout + ", " + tail
                  : "jitune::upn::backward<" + t + ", " + layout + ", " + mode + ", " +
-                       std::to_string(config.at("strategy")) + ", " + tail;
+                       std::to_string(config.at("strategy")) + ", " + std::to_string(gather_window(p, config)) +
+                       ", " + tail;
     return {"#include \"upsample_nearest2d/upsample_nearest2d.cuh\"\n", std::move(name)};
   }
 

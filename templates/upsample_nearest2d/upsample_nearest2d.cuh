@@ -103,6 +103,8 @@ __device__ __forceinline__ void load_run(const T* src, T* values) {
 //   kItems  [items]:  work units each thread loads before it stores, more bytes in flight; 1, 2, 4.
 //   grid cap [waves]: set on the host, blocks <= waves * resident blocks per wave.
 //   kStrategy [strategy]: general backward only, 0 gather, 1 scatter.
+//   kWin:             general backward gather only, by rule: the fixed window of a uniform integer scale (3 or 4),
+//                     0 for windows computed from PyTorch's rule.
 //   kernel   [kernel]: which of these kernels runs (1: the 2x ones), chosen by rule, not tuned.
 //   kCache   [cache]:  forward only: the L2 eviction priority of the input's loads (CacheHint: 0 normal, 1
 //                      evict_last, which keeps the input, read by several outputs and often by the next call, in L2
@@ -284,8 +286,11 @@ __global__ void __launch_bounds__(kBlock) backward_2x(Params p) {
 
 /// Backward for any scales. kStrategy 0: gather, each grad_input pack sums its windows (no atomics).
 /// kStrategy 1: scatter, each grad_output pack is added to its owners with the fast atomic add (dst pre-zeroed).
-template <class T, int kLayout, int kMode, int kStrategy, int kPack, int kBlock, int kItems, class Index>
+/// kWin > 0 (gather only, set by rule where PyTorch's windows are exactly kWin x kWin at (kWin i, kWin j)): the
+/// window loops unrolled, every load of a unit issued before its sums (the same order of additions).
+template <class T, int kLayout, int kMode, int kStrategy, int kWin, int kPack, int kBlock, int kItems, class Index>
 __global__ void __launch_bounds__(kBlock) backward(Params p) {
+  static_assert(kWin == 0 || kStrategy == 0, "fixed windows are the gather's");
   const T* __restrict__ src = static_cast<const T*>(p.src);
   T* __restrict__ dst = static_cast<T*>(p.dst);
   const Index units = static_cast<Index>(p.units);
@@ -299,7 +304,47 @@ __global__ void __launch_bounds__(kBlock) backward(Params p) {
     for (int it = 0; it < kItems; ++it) {
       const Index u = base + static_cast<Index>(it) * kBlock;
       if (u >= units) continue;
-      if (kStrategy == 0 && kLayout == kNCHW) {
+      if constexpr (kWin > 0) {
+        T v[kWin][kWin][kPack];  // the unit's windows, element k's at [y][x][k]
+        if constexpr (kLayout == kNCHW) {
+          // grad_input row `row` (= nc * in_h + ih) sums grad_output rows [kWin row, kWin row + kWin), columns
+          // [kWin j kPack, kWin (j + 1) kPack): scalar loads (no alignment asked of grad_output), all in flight.
+          const Index per_row = static_cast<Index>(in_w) / kPack;
+          const Index row = u / per_row, j = u - row * per_row;
+          const T* g = src + row * kWin * out_w + j * (kPack * kWin);
+#pragma unroll
+          for (int y = 0; y < kWin; ++y)
+#pragma unroll
+            for (int e = 0; e < kPack * kWin; ++e) v[y][e % kWin][e / kWin] = g[static_cast<Index>(y) * out_w + e];
+        } else {
+          // u walks grad_input channel packs of pixel (t, iw), t = n * in_h + ih: kWin x kWin packs of grad_output.
+          const Index per_pixel = c / kPack;
+          const Index pixel = u / per_pixel, j = u - pixel * per_pixel;
+          const Index t = pixel / in_w;
+          const Index iw = pixel - t * in_w;
+          const T* g = src + ((t * kWin) * out_w + iw * kWin) * c + j * kPack;
+#pragma unroll
+          for (int y = 0; y < kWin; ++y)
+#pragma unroll
+            for (int x = 0; x < kWin; ++x) {
+              const Pack<T, kPack> q =
+                  *reinterpret_cast<const Pack<T, kPack>*>(g + (static_cast<Index>(y) * out_w + x) * c);
+#pragma unroll
+              for (int k = 0; k < kPack; ++k) v[y][x][k] = q.v[k];
+            }
+        }
+        Pack<T, kPack> out;
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+          float acc = 0.0f;
+#pragma unroll
+          for (int y = 0; y < kWin; ++y)
+#pragma unroll
+            for (int x = 0; x < kWin; ++x) acc += to_float(v[y][x][k]);
+          out.v[k] = from_float<T>(acc);
+        }
+        reinterpret_cast<Pack<T, kPack>*>(dst)[u] = out;
+      } else if (kStrategy == 0 && kLayout == kNCHW) {
         // u walks grad_input packs: row = nc * in_h + ih, columns [j kPack, (j + 1) kPack).
         const Index per_row = static_cast<Index>(in_w) / kPack;
         const Index row = u / per_row, j = u - row * per_row;

@@ -22,6 +22,10 @@ enum class KernelKind : std::int64_t {
 /// The general backward's `strategy` parameter.
 enum class Strategy : std::int64_t { kGather = 0, kScatter = 1 };
 
+/// The backward gather's fixed windows (UpsampleProblem::uniform_window): f x f for f in [3, 4], the window
+/// loops unrolled (exact 2x is the packed kernel's; wider windows keep the general loops).
+inline constexpr std::int64_t kMinUniformWindow = 3, kMaxUniformWindow = 4;
+
 // PyTorch's rules, one dimension at a time (the host mirror of the device code; also the CPU reference's).
 /// Forward float step: float(1 / scale_factor) when a factor is given, else float(in) / float(out).
 float forward_step(std::int64_t in, std::int64_t out, std::optional<double> scale_factor) noexcept;
@@ -63,6 +67,9 @@ class UpsampleProblem final : public Problem {
   /// Longest backward window along height / width (0 forward): 1 means no element receives two contributions.
   std::int64_t max_window_h() const noexcept { return max_window_h_; }
   std::int64_t max_window_w() const noexcept { return max_window_w_; }
+  /// Backward: f when every window is f x f at (f i, f j) (out = f in along both dimensions, PyTorch's rule
+  /// giving exactly those windows), for f in [kMinUniformWindow, kMaxUniformWindow]; 0 otherwise and forward.
+  std::int64_t uniform_window() const noexcept { return uniform_window_; }
   /// True when the kernels need 64-bit indices.
   bool index64() const noexcept;
 
@@ -77,6 +84,7 @@ class UpsampleProblem final : public Problem {
   float step_h_ = 1, step_w_ = 1;
   bool packed_2x_ = false;
   std::int64_t max_window_h_ = 0, max_window_w_ = 0;
+  std::int64_t uniform_window_ = 0;
 };
 
 /// Host mirror of the kernels' templates::upsample_nearest2d::Params (upsample_nearest2d.cuh): keep the two identical.

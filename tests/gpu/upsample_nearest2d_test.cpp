@@ -199,7 +199,7 @@ TEST_CASE("the scatter strategy (fast atomic add) through a stored record, every
         rec.group = p.group();
         rec.features = p.features();
         rec.config = Config{{"kernel", 0}, {"strategy", 1}, {"pack", 2}, {"block", 128},
-                            {"items", 2},  {"waves", 2},    {"cache", 0}}
+                            {"items", 2},  {"waves", 2},    {"cache", 0},    {"window", 0}}
                          .text();
         rec.time_us = 1;
         rec.reps = 1;
@@ -226,6 +226,15 @@ TEST_CASE("every config of the space verifies (tuner verification path, gather a
   general.scale_w = 3.0;
   problems.push_back({Direction::kForward, general});
   problems.push_back({Direction::kBackward, general});
+  // Uniform 3x and 4x: the gather's fixed windows (odd widths: every pack's scalar loads of grad_output).
+  UpsampleNearest2d three = make_shape(2, 3, 7, 12, DType::kFloat32, ImageLayout::kNCHW, NearestMode::kNearest);
+  three.scale_h = three.scale_w = 3.0;
+  problems.push_back({Direction::kBackward, three});
+  UpsampleNearest2d four = make_shape(2, 16, 5, 3, DType::kFloat16, ImageLayout::kNHWC, NearestMode::kNearestExact);
+  four.scale_h = four.scale_w = 4.0;
+  problems.push_back({Direction::kBackward, four});
+  REQUIRE(UpsampleProblem(Direction::kBackward, three).uniform_window() == 3);
+  REQUIRE(UpsampleProblem(Direction::kBackward, four).uniform_window() == 4);
   UpsampleNearest2d down = make_shape(3, 5, 17, 16, DType::kFloat32, ImageLayout::kNCHW, NearestMode::kNearest);
   down.out_h = 7;
   down.out_w = 40;

@@ -193,6 +193,63 @@ TEST_CASE("the 2x rule: exact x2 in both dimensions, forward and backward") {
   CHECK(three.max_window_w() == 3);
 }
 
+TEST_CASE("fixed windows: uniform 3x and 4x backward gathers by rule, every other scale and the forward not") {
+  for (NearestMode mode : {kNearest, kExact}) {
+    for (ImageLayout layout : {ImageLayout::kNCHW, ImageLayout::kNHWC}) {
+      CHECK(UpsampleProblem(Direction::kBackward, shape(2, 3, 5, 7, 15, 21, DType::kFloat32, layout, mode))
+                .uniform_window() == 3);
+      CHECK(UpsampleProblem(Direction::kBackward, shape(2, 3, 5, 7, 20, 28, DType::kFloat16, layout, mode))
+                .uniform_window() == 4);
+      CHECK(UpsampleProblem(Direction::kForward, shape(2, 3, 5, 7, 15, 21, DType::kFloat32, layout, mode))
+                .uniform_window() == 0);
+    }
+  }
+  CHECK(UpsampleProblem(Direction::kBackward, scaled(1, 2, 9, 9, 3, 3)).uniform_window() == 3);
+  // Sizes 3x, but the given factor 2.9 makes PyTorch's windows ceil(2.9 i): 29 at i = 10, not uniform (up to 9
+  // rows they are).
+  UpsampleNearest2d odd_factor = shape(1, 2, 9, 9, 27, 27);
+  odd_factor.scale_h = odd_factor.scale_w = 2.9;
+  CHECK(UpsampleProblem(Direction::kBackward, odd_factor).uniform_window() == 3);
+  odd_factor = shape(1, 2, 20, 20, 60, 60);
+  odd_factor.scale_h = odd_factor.scale_w = 2.9;
+  CHECK(UpsampleProblem(Direction::kBackward, odd_factor).uniform_window() == 0);
+  CHECK(UpsampleProblem(Direction::kBackward, shape(1, 2, 5, 5, 15, 20)).uniform_window() == 0);  // 3x by 4x
+  CHECK(UpsampleProblem(Direction::kBackward, shape(1, 2, 5, 5, 25, 25)).uniform_window() == 0);  // 5x: loops
+  CHECK(UpsampleProblem(Direction::kBackward, shape(1, 2, 5, 5, 16, 16)).uniform_window() == 0);  // 3.2x
+  CHECK(UpsampleProblem(Direction::kBackward, shape(1, 2, 5, 5, 10, 10)).uniform_window() == 0);  // the 2x kernel
+  // The default gathers with fixed windows; window=0 keeps the loops; the scatter takes none.
+  const DeviceInfo dev = nominal_device(90);
+  UpsampleProblem three(Direction::kBackward, shape(2, 3, 5, 8, 15, 24));
+  Config gather = fam().heuristic(three, dev);
+  REQUIRE(gather.at("strategy") == 0);
+  REQUIRE(gather.at("window") == 1);
+  CHECK(fam().check(three, gather, dev).empty());
+  CHECK(fam().source(three, gather).name_expression.find("backward<float, 0, 0, 0, 3, ") != std::string::npos);
+  Config loops = gather;
+  loops.set("window", 0);
+  CHECK(fam().check(three, loops, dev).empty());
+  CHECK(fam().source(three, loops).name_expression.find("backward<float, 0, 0, 0, 0, ") != std::string::npos);
+  Config scatter = gather;
+  scatter.set("strategy", 1);
+  CHECK(fam().check(three, scatter, dev).find("window=1") != std::string::npos);
+  scatter.set("window", 0);
+  CHECK(fam().check(three, scatter, dev).empty());
+  CHECK(fam().source(three, scatter).name_expression.find("backward<float, 0, 0, 1, 0, ") != std::string::npos);
+  // Not uniform: window=1 is refused with the reason; the default takes 0.
+  UpsampleProblem odd(Direction::kBackward, shape(2, 3, 5, 8, 16, 24));
+  CHECK(fam().heuristic(odd, dev).at("window") == 0);
+  Config odd_window = fam().heuristic(odd, dev);
+  odd_window.set("window", 1);
+  CHECK(fam().check(odd, odd_window, dev).find("uniform 3x or 4x") != std::string::npos);
+  // A window's registers: 4x4 packs of 16 bytes are 64 registers, too many for a 1024-thread block.
+  UpsampleProblem wide(Direction::kBackward, shape(2, 8, 5, 8, 20, 32, DType::kFloat16, ImageLayout::kNHWC));
+  Config big = fam().heuristic(wide, dev);
+  REQUIRE(big.at("pack") == 8);
+  CHECK(fam().check(wide, big, dev).empty());
+  big.set("block", 1024);
+  CHECK(fam().check(wide, big, dev).find("registers of grad_output") != std::string::npos);
+}
+
 TEST_CASE("constraints: kernel by rule, scatter only in the general backward, packs divide their row") {
   const DeviceInfo dev = nominal_device(90);
   auto legal = [&](const Problem& p) {
@@ -224,7 +281,7 @@ TEST_CASE("constraints: kernel by rule, scatter only in the general backward, pa
   CHECK(gather);
   CHECK(fam().heuristic(general_bwd, dev).at("pack") == 4);
   const Config wrong_kernel{{"kernel", 0}, {"strategy", 0}, {"pack", 4}, {"block", 256},
-                            {"items", 1},  {"waves", 1},    {"cache", 0}};
+                            {"items", 1},  {"waves", 1},    {"cache", 0},    {"window", 0}};
   CHECK(fam().check(fwd2x, wrong_kernel, dev).find("by rule") != std::string::npos);
   Config scatter_fwd = wrong_kernel;
   scatter_fwd.set("kernel", 1);
@@ -367,6 +424,8 @@ TEST_CASE("NVRTC compiles the space for sm_80 and sm_90: every kernel, both layo
       {Direction::kBackward, scaled(2, 8, 5, 7, 2, 2, DType::kBFloat16, ImageLayout::kNHWC), 90},   // 2x NHWC
       {Direction::kBackward, scaled(2, 3, 5, 8, 1.5, 1.5), 90},                 // gather + scatter NCHW
       {Direction::kBackward, exact_nhwc, 80},                                    // gather + scatter NHWC, bf16
+      {Direction::kBackward, scaled(2, 3, 5, 8, 3, 3), 90},                     // fixed 3x3 windows NCHW
+      {Direction::kBackward, scaled(2, 8, 5, 8, 4, 4, DType::kFloat16, ImageLayout::kNHWC), 80},  // 4x4 NHWC
   };
   for (const Case& c : cases) {
     UpsampleProblem p(c.direction, c.shape);
