@@ -103,8 +103,9 @@ __device__ __forceinline__ void load_run(const T* src, T* values) {
 //   kItems  [items]:  work units each thread loads before it stores, more bytes in flight; 1, 2, 4.
 //   grid cap [waves]: set on the host, blocks <= waves * resident blocks per wave.
 //   kStrategy [strategy]: general backward only, 0 gather, 1 scatter.
-//   kWin:             general backward gather only, by rule: the fixed window of a uniform integer scale (3 or 4),
-//                     0 for windows computed from PyTorch's rule.
+//   kWin, kUniform [window]: general backward gather only: window=1 unrolls the window loops to the longest
+//                     window (kWin <= 4, by rule; kUniform where every window is kWin x kWin: a uniform 3x or 4x);
+//                     window=0 (kWin 0) keeps the loops over PyTorch's window bounds.
 //   kernel   [kernel]: which of these kernels runs (1: the 2x ones), chosen by rule, not tuned.
 //   kCache   [cache]:  forward only: the L2 eviction priority of the input's loads (CacheHint: 0 normal, 1
 //                      evict_last, which keeps the input, read by several outputs and often by the next call, in L2
@@ -286,11 +287,14 @@ __global__ void __launch_bounds__(kBlock) backward_2x(Params p) {
 
 /// Backward for any scales. kStrategy 0: gather, each grad_input pack sums its windows (no atomics).
 /// kStrategy 1: scatter, each grad_output pack is added to its owners with the fast atomic add (dst pre-zeroed).
-/// kWin > 0 (gather only, set by rule where PyTorch's windows are exactly kWin x kWin at (kWin i, kWin j)): the
-/// window loops unrolled, every load of a unit issued before its sums (the same order of additions).
-template <class T, int kLayout, int kMode, int kStrategy, int kWin, int kPack, int kBlock, int kItems, class Index>
+/// kWin > 0 (gather only, by rule): no window is longer than kWin along either dimension; the window loops are
+/// unrolled to kWin x kWin and every load of a unit is issued before its sums (past a shorter window: zeros, which
+/// leave the float sum unchanged: it starts at +0 and so is never -0). kUniform: every window is exactly kWin x kWin
+/// at (kWin i, kWin j) (no bounds computed, no loads masked).
+template <class T, int kLayout, int kMode, int kStrategy, int kWin, int kUniform, int kPack, int kBlock, int kItems,
+          class Index>
 __global__ void __launch_bounds__(kBlock) backward(Params p) {
-  static_assert(kWin == 0 || kStrategy == 0, "fixed windows are the gather's");
+  static_assert(kWin == 0 || kStrategy == 0, "unrolled windows are the gather's");
   const T* __restrict__ src = static_cast<const T*>(p.src);
   T* __restrict__ dst = static_cast<T*>(p.dst);
   const Index units = static_cast<Index>(p.units);
@@ -305,30 +309,57 @@ __global__ void __launch_bounds__(kBlock) backward(Params p) {
       const Index u = base + static_cast<Index>(it) * kBlock;
       if (u >= units) continue;
       if constexpr (kWin > 0) {
-        T v[kWin][kWin][kPack];  // the unit's windows, element k's at [y][x][k]
+        T v[kWin][kWin][kPack];  // the unit's windows, element k's at [y][x][k]; zeros past a shorter window
+        const T zero = from_float<T>(0.0f);
         if constexpr (kLayout == kNCHW) {
-          // grad_input row `row` (= nc * in_h + ih) sums grad_output rows [kWin row, kWin row + kWin), columns
-          // [kWin j kPack, kWin (j + 1) kPack): scalar loads (no alignment asked of grad_output), all in flight.
+          // grad_input row `row` = nc * in_h + ih, columns [j kPack, (j + 1) kPack): scalar loads of grad_output
+          // (no alignment asked of it), all in flight.
           const Index per_row = static_cast<Index>(in_w) / kPack;
           const Index row = u / per_row, j = u - row * per_row;
-          const T* g = src + row * kWin * out_w + j * (kPack * kWin);
+          const Index nc = row / in_h;
+          const int ih = static_cast<int>(row - nc * in_h);
+          const int y0 = kUniform ? ih * kWin : window_start<kMode>(ih, p.scale_h, out_h, p.identity_h);
+          const int rows = kUniform ? kWin : window_start<kMode>(ih + 1, p.scale_h, out_h, p.identity_h) - y0;
+          int x0[kPack + 1];  // the pack's window starts, and the next column's
+#pragma unroll
+          for (int k = 0; k <= kPack; ++k) {
+            const int iw = static_cast<int>(j * kPack + k);
+            x0[k] = kUniform ? iw * kWin : window_start<kMode>(iw, p.scale_w, out_w, p.identity_w);
+          }
+          const T* g = src + (nc * out_h + y0) * out_w;
 #pragma unroll
           for (int y = 0; y < kWin; ++y)
 #pragma unroll
-            for (int e = 0; e < kPack * kWin; ++e) v[y][e % kWin][e / kWin] = g[static_cast<Index>(y) * out_w + e];
+            for (int k = 0; k < kPack; ++k)
+#pragma unroll
+              for (int x = 0; x < kWin; ++x)
+                v[y][x][k] = kUniform || (y < rows && x0[k] + x < x0[k + 1])
+                                 ? g[static_cast<Index>(y) * out_w + x0[k] + x]
+                                 : zero;
         } else {
-          // u walks grad_input channel packs of pixel (t, iw), t = n * in_h + ih: kWin x kWin packs of grad_output.
+          // u walks grad_input channel packs of pixel (n, ih, iw): kWin x kWin packs of grad_output at most.
           const Index per_pixel = c / kPack;
           const Index pixel = u / per_pixel, j = u - pixel * per_pixel;
           const Index t = pixel / in_w;
-          const Index iw = pixel - t * in_w;
-          const T* g = src + ((t * kWin) * out_w + iw * kWin) * c + j * kPack;
+          const int iw = static_cast<int>(pixel - t * in_w);
+          const Index n = t / in_h;
+          const int ih = static_cast<int>(t - n * in_h);
+          const int y0 = kUniform ? ih * kWin : window_start<kMode>(ih, p.scale_h, out_h, p.identity_h);
+          const int x0 = kUniform ? iw * kWin : window_start<kMode>(iw, p.scale_w, out_w, p.identity_w);
+          const int rows = kUniform ? kWin : window_start<kMode>(ih + 1, p.scale_h, out_h, p.identity_h) - y0;
+          const int cols = kUniform ? kWin : window_start<kMode>(iw + 1, p.scale_w, out_w, p.identity_w) - x0;
+          const T* g = src + ((n * out_h + y0) * out_w + x0) * c + j * kPack;
 #pragma unroll
           for (int y = 0; y < kWin; ++y)
 #pragma unroll
             for (int x = 0; x < kWin; ++x) {
-              const Pack<T, kPack> q =
-                  *reinterpret_cast<const Pack<T, kPack>*>(g + (static_cast<Index>(y) * out_w + x) * c);
+              Pack<T, kPack> q;
+              if (kUniform || (y < rows && x < cols))
+                q = *reinterpret_cast<const Pack<T, kPack>*>(g + (static_cast<Index>(y) * out_w + x) * c);
+              else {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) q.v[k] = zero;
+              }
 #pragma unroll
               for (int k = 0; k < kPack; ++k) v[y][x][k] = q.v[k];
             }

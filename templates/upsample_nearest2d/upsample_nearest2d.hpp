@@ -22,9 +22,10 @@ enum class KernelKind : std::int64_t {
 /// The general backward's `strategy` parameter.
 enum class Strategy : std::int64_t { kGather = 0, kScatter = 1 };
 
-/// The backward gather's fixed windows (UpsampleProblem::uniform_window): f x f for f in [3, 4], the window
-/// loops unrolled (exact 2x is the packed kernel's; wider windows keep the general loops).
-inline constexpr std::int64_t kMinUniformWindow = 3, kMaxUniformWindow = 4;
+/// The backward gather's unrolled windows (`window` = 1): fixed f x f windows where the scale is uniform
+/// (UpsampleProblem::uniform_window, f in [3, 4]; exact 2x is the packed kernel's), else windows bounded by the
+/// longest one where that is at most kMaxUnrolledWindow; longer windows keep the loops.
+inline constexpr std::int64_t kMinUniformWindow = 3, kMaxUniformWindow = 4, kMaxUnrolledWindow = 4;
 
 // PyTorch's rules, one dimension at a time (the host mirror of the device code; also the CPU reference's).
 /// Forward float step: float(1 / scale_factor) when a factor is given, else float(in) / float(out).

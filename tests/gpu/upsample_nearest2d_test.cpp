@@ -226,7 +226,8 @@ TEST_CASE("every config of the space verifies (tuner verification path, gather a
   general.scale_w = 3.0;
   problems.push_back({Direction::kForward, general});
   problems.push_back({Direction::kBackward, general});
-  // Uniform 3x and 4x: the gather's fixed windows (odd widths: every pack's scalar loads of grad_output).
+  // Uniform 3x and 4x: the gather's fixed windows (odd widths: every pack's scalar loads of grad_output); the
+  // general problem above and the downsampling one below run its bounded windows (window=1).
   UpsampleNearest2d three = make_shape(2, 3, 7, 12, DType::kFloat32, ImageLayout::kNCHW, NearestMode::kNearest);
   three.scale_h = three.scale_w = 3.0;
   problems.push_back({Direction::kBackward, three});

@@ -193,7 +193,7 @@ TEST_CASE("the 2x rule: exact x2 in both dimensions, forward and backward") {
   CHECK(three.max_window_w() == 3);
 }
 
-TEST_CASE("fixed windows: uniform 3x and 4x backward gathers by rule, every other scale and the forward not") {
+TEST_CASE("unrolled windows: fixed at a uniform 3x or 4x, bounded by the longest window elsewhere, loops past 4") {
   for (NearestMode mode : {kNearest, kExact}) {
     for (ImageLayout layout : {ImageLayout::kNCHW, ImageLayout::kNHWC}) {
       CHECK(UpsampleProblem(Direction::kBackward, shape(2, 3, 5, 7, 15, 21, DType::kFloat32, layout, mode))
@@ -224,23 +224,38 @@ TEST_CASE("fixed windows: uniform 3x and 4x backward gathers by rule, every othe
   REQUIRE(gather.at("strategy") == 0);
   REQUIRE(gather.at("window") == 1);
   CHECK(fam().check(three, gather, dev).empty());
-  CHECK(fam().source(three, gather).name_expression.find("backward<float, 0, 0, 0, 3, ") != std::string::npos);
+  CHECK(fam().source(three, gather).name_expression.find("backward<float, 0, 0, 0, 3, 1, ") != std::string::npos);
   Config loops = gather;
   loops.set("window", 0);
   CHECK(fam().check(three, loops, dev).empty());
-  CHECK(fam().source(three, loops).name_expression.find("backward<float, 0, 0, 0, 0, ") != std::string::npos);
+  CHECK(fam().source(three, loops).name_expression.find("backward<float, 0, 0, 0, 0, 0, ") != std::string::npos);
   Config scatter = gather;
   scatter.set("strategy", 1);
   CHECK(fam().check(three, scatter, dev).find("window=1") != std::string::npos);
   scatter.set("window", 0);
   CHECK(fam().check(three, scatter, dev).empty());
-  CHECK(fam().source(three, scatter).name_expression.find("backward<float, 0, 0, 1, 0, ") != std::string::npos);
-  // Not uniform: window=1 is refused with the reason; the default takes 0.
-  UpsampleProblem odd(Direction::kBackward, shape(2, 3, 5, 8, 16, 24));
-  CHECK(fam().heuristic(odd, dev).at("window") == 0);
-  Config odd_window = fam().heuristic(odd, dev);
-  odd_window.set("window", 1);
-  CHECK(fam().check(odd, odd_window, dev).find("uniform 3x or 4x") != std::string::npos);
+  CHECK(fam().source(three, scatter).name_expression.find("backward<float, 0, 0, 1, 0, 0, ") != std::string::npos);
+  // Not uniform: windows bounded by the longest one (3.2x: 3 or 4 rows, 1.5x: 1 or 2, downsampling: 0 or 1), up to
+  // 4; the default unrolls them too.
+  const std::pair<UpsampleNearest2d, int> bounded[] = {
+      {shape(2, 3, 5, 8, 16, 24), 4},
+      {shape(2, 3, 6, 8, 9, 12, DType::kFloat16), 2},
+      {shape(2, 3, 9, 8, 4, 3, DType::kFloat32, ImageLayout::kNHWC), 1}};
+  for (const auto& [s, longest] : bounded) {
+    UpsampleProblem b(Direction::kBackward, s);
+    INFO(b.signature());
+    CHECK(b.uniform_window() == 0);
+    Config c = fam().heuristic(b, dev);
+    CHECK(c.at("window") == 1);
+    CHECK(fam().check(b, c, dev).empty());
+    CHECK(fam().source(b, c).name_expression.find(", 0, " + std::to_string(longest) + ", 0, ") != std::string::npos);
+  }
+  // Windows of 5 keep the loops: window=1 is refused with the reason.
+  UpsampleProblem five(Direction::kBackward, shape(2, 3, 5, 8, 25, 40));
+  Config five_window = fam().heuristic(five, dev);
+  CHECK(five_window.at("window") == 0);
+  five_window.set("window", 1);
+  CHECK(fam().check(five, five_window, dev).find("no window is longer than 4") != std::string::npos);
   // A window's registers: 4x4 packs of 16 bytes are 64 registers, too many for a 1024-thread block.
   UpsampleProblem wide(Direction::kBackward, shape(2, 8, 5, 8, 20, 32, DType::kFloat16, ImageLayout::kNHWC));
   Config big = fam().heuristic(wide, dev);
