@@ -39,6 +39,10 @@ CallArgs call_args(DType dtype, std::int64_t op, std::int64_t rows, std::int64_t
   return args;
 }
 
+Config heuristic(const std::unique_ptr<Problem>& p, const DeviceInfo& device) {
+  return fam().heuristic(*p, device);
+}
+
 const ReduceRowsProblem& as_reduce(const std::unique_ptr<Problem>& p) {
   return static_cast<const ReduceRowsProblem&>(*p);
 }
@@ -157,9 +161,6 @@ TEST_CASE("the heuristic is legal for every shape, dtype and device, and picks t
             CHECK(fam().validate(*p, h, dev).empty());
           }
   const DeviceInfo h100 = nominal_device(90), a100 = nominal_device(80);
-  const auto heuristic = [](const std::unique_ptr<Problem>& p, const DeviceInfo& dev) {
-    return fam().heuristic(*p, dev);
-  };
   // Few long rows: one cluster of 8 blocks per row on sm_90, a workspace split on sm_80.
   CHECK(heuristic(problem("float32", "sum", 8, 65536), h100) == config(512, 4, 4, 1, 8, 1));
   CHECK(heuristic(problem("float32", "sum", 8, 65536), a100) == config(256, 4, 4, 1, 16, 0));
@@ -182,9 +183,6 @@ TEST_CASE("the heuristic is legal for every shape, dtype and device, and picks t
 
 TEST_CASE("constraints reject illegal and useless configs with a reason") {
   const DeviceInfo dev = nominal_device(90);
-  const auto heuristic_of = [](const std::unique_ptr<Problem>& p, const DeviceInfo& d) {
-    return fam().heuristic(*p, d);
-  };
   const auto why = [&](const std::unique_ptr<Problem>& p, const Config& c, const DeviceInfo& d) {
     return fam().check(*p, c, d);
   };
@@ -228,7 +226,7 @@ TEST_CASE("constraints reject illegal and useless configs with a reason") {
         std::string::npos);
   CHECK(why(problem("float16", "sum", 1000, 15), config(2, 8, 1, 4, 1, 0, 1), dev).find("shorter than two") !=
         std::string::npos);
-  CHECK(heuristic_of(problem("float16", "sum", 1000, 15), dev).at("pack") == 4);
+  CHECK(heuristic(problem("float16", "sum", 1000, 15), dev).at("pack") == 4);
   // Teams: no idle half, no redundant unroll, coalesced passes, rows at once only for one-pass rows.
   const auto short_rows = problem("float32", "sum", 1 << 20, 32);
   CHECK(why(short_rows, config(8, 4, 1, 4, 1, 0), dev).empty());
