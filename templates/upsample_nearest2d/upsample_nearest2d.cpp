@@ -43,26 +43,28 @@ std::optional<double> parse_scale(const std::string& key, const std::string& tex
   return v;
 }
 
-// Longest window [start(i), start(i + 1)) over i in [0, in).
-std::int64_t longest_window(std::int64_t in, std::int64_t out, float step, NearestMode mode) {
-  std::int64_t longest = 0, prev = window_start(0, step, out, mode);
+// Shortest and longest window [start(i), start(i + 1)) over i in [0, in).
+struct WindowLengths {
+  std::int64_t shortest, longest;
+};
+WindowLengths window_lengths(std::int64_t in, std::int64_t out, float step, NearestMode mode) {
+  WindowLengths w{out, 0};
+  std::int64_t prev = window_start(0, step, out, mode);
   for (std::int64_t i = 1; i <= in; ++i) {
     const std::int64_t next = window_start(i, step, out, mode);
-    longest = std::max(longest, next - prev);
+    w.shortest = std::min(w.shortest, next - prev);
+    w.longest = std::max(w.longest, next - prev);
     prev = next;
   }
-  return longest;
+  return w;
 }
 
 // f when every backward window along this dimension is [f i, f i + f) for f in [kMinUniformWindow,
-// kMaxUniformWindow], else 0.
-std::int64_t window_of(std::int64_t in, std::int64_t out, float step, NearestMode mode) {
-  if (out % in != 0) return 0;
-  const std::int64_t f = out / in;
-  if (f < kMinUniformWindow || f > kMaxUniformWindow) return 0;
-  for (std::int64_t i = 0; i <= in; ++i)
-    if (window_start(i, step, out, mode) != f * i) return 0;
-  return f;
+// kMaxUniformWindow], else 0: out = f in and every window f long (the first starts at 0 in both modes).
+std::int64_t uniform_of(const WindowLengths& w, std::int64_t in, std::int64_t out) {
+  const std::int64_t f = w.longest;
+  const bool uniform = w.shortest == f && out == f * in;
+  return uniform && f >= kMinUniformWindow && f <= kMaxUniformWindow ? f : 0;
 }
 
 bool supported(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
@@ -129,10 +131,12 @@ UpsampleProblem::UpsampleProblem(Direction direction, const UpsampleNearest2d& s
     if (copy()) {
       max_window_h_ = max_window_w_ = 1;
     } else {
-      max_window_h_ = longest_window(shape_.in_h, shape_.out_h, step_h_, shape_.mode);
-      max_window_w_ = longest_window(shape_.in_w, shape_.out_w, step_w_, shape_.mode);
-      const std::int64_t fh = window_of(shape_.in_h, shape_.out_h, step_h_, shape_.mode);
-      if (fh == window_of(shape_.in_w, shape_.out_w, step_w_, shape_.mode)) uniform_window_ = fh;
+      const WindowLengths h = window_lengths(shape_.in_h, shape_.out_h, step_h_, shape_.mode);
+      const WindowLengths w = window_lengths(shape_.in_w, shape_.out_w, step_w_, shape_.mode);
+      max_window_h_ = h.longest;
+      max_window_w_ = w.longest;
+      const std::int64_t fh = uniform_of(h, shape_.in_h, shape_.out_h);
+      if (fh == uniform_of(w, shape_.in_w, shape_.out_w)) uniform_window_ = fh;
     }
   }
 }
