@@ -1,10 +1,10 @@
-"""reduce_rows peers: torch.sum(x, -1, out=) and torch.amax(x, -1, out=) for the 14 cases of the family's suite
-and two inputs one element into their allocation."""
+"""reduce_rows peers: torch.sum(x, -1, out=) and torch.amax(x, -1, out=) for the 16 cases of the family's suite,
+two of them inputs one element into their allocation."""
 import torch
 
 from .common import nonzero
 
-# (op, dtype, rows, cols), as ReduceRowsFamily::default_suite lists them.
+# (op, dtype, rows, cols), as ReduceRowsFamily::default_suite lists them; then its views.
 CASES = (
     ("sum", "float32", 4096, 4096), ("max", "float32", 4096, 4096),
     ("sum", "float16", 4096, 4096), ("sum", "float32", 65536, 1024),
@@ -15,7 +15,7 @@ CASES = (
     ("sum", "float16", 4096, 50257), ("max", "float32", 65536, 1001),
 )
 
-# x as a view one element into its allocation (issue 19: "_x+1"), as bench/cases_reduce_rows.cpp lists them.
+# x as a view one element into its allocation (issue 19: "_x+1"): the suite's cases of x's alignment class.
 VIEWS = (("sum", "float32", 4096, 4096, 1), ("sum", "float16", 4096, 4096, 1))
 
 # Relative tolerance of a sum by output dtype (one rounding of the result); the absolute part grows with the row.

@@ -2,15 +2,19 @@
 // and launched directly with x at several offsets within a pack and rows of odd lengths (each row's scalar
 // head and tail around its aligned packs), max's NaN in every position of a
 // row and a slice, the public op with the heuristic for every dtype, op and odd shape, stored configs of each
-// kernel (the workspace in stream order, the cluster, teams) through the public op on a stream, empty calls
-// and bad input.
+// kernel (the workspace in stream order, the cluster, teams) through the public op on a stream, a misaligned x's
+// alignment class decided and tuned on its own, empty calls and bad input.
 #include <jitune/jitune.hpp>
+#include <jitune/tuner.hpp>
 
 #include <cmath>
 #include <limits>
+#include <set>
 
+#include "cache/store.hpp"
 #include "gpu_util.hpp"
 #include "templates/reduce_rows/reduce_rows.hpp"
+#include "tuner/measure.hpp"
 #include "tuner/tuner.hpp"
 
 namespace jitune {
@@ -295,6 +299,55 @@ TEST_CASE("stored configs of every kernel through the public op: workspace in st
       }
     }
   }
+}
+
+TEST_CASE("an x off 16 bytes whose rows share the offset is decided for its class; the tuner places x there") {
+  TempDir dir;
+  RuntimeOptions o = test::isolated_options(dir);
+  o.tuning = tuner::tune_on_first_use({6, 0.2});
+  Runtime rt(o);
+  const std::string plain = "cols=2048;dtype=float16;op=sum;rows=300";
+  const std::string x_off = "align=2;" + plain;
+  const std::string odd = "cols=2047;dtype=float16;op=sum;rows=300";
+  auto stored = [&] {  // the reduce_rows signatures in the user store (explain would tune)
+    std::set<std::string> out;
+    const cache::Store store(dir.path / "tuning.sqlite", cache::OpenMode::kReadOnly);
+    for (const auto& r : store.records())
+      if (r.key.family == "reduce_rows") out.insert(r.key.signature);
+    return out;
+  };
+  auto call = [&](Runtime& r, std::int64_t cols, std::size_t x_offset, std::uint64_t seed) {
+    Case c(DType::kFloat16, ReduceOp::kSum, 300, cols, seed, x_offset, 0);
+    reduce_rows(r, c.x_ptr(), c.y_ptr(), c.p.rows(), c.p.cols(), c.p.op(), c.p.dtype());
+    JITUNE_CU_CHECK(cuCtxSynchronize());
+    c.verify("public op, x " + std::to_string(x_offset) + " elements off");
+  };
+  call(rt, 2048, 0, 1);  // aligned: the plain problem only
+  CHECK(stored() == std::set<std::string>{plain});
+  call(rt, 2048, 1, 2);  // one element off: its class, tuned on x placed 2 bytes off and stored apart
+  CHECK(stored() == std::set<std::string>{plain, x_off});
+  call(rt, 2048, 3, 3);  // three off is the same class: nothing new
+  CHECK(stored() == std::set<std::string>{plain, x_off});
+  call(rt, 2048, 4, 4);  // four off (8 bytes) is another class
+  CHECK(stored() == std::set<std::string>{plain, x_off, "align=8;" + plain});
+  // Rows of 4094 bytes start everywhere whatever x's offset: one problem, tuned with peel 1, serves both.
+  call(rt, 2047, 0, 5);
+  call(rt, 2047, 1, 6);
+  CHECK(stored().count(odd) == 1);
+  CHECK(stored().size() == 4);
+  // Every candidate the tuner timed for the class read x where the class puts it: its stored config peels.
+  Runtime plain_rt(test::isolated_options(dir));
+  const Explanation e = plain_rt.explain("reduce_rows", x_off);
+  CHECK(e.level == MatchLevel::kExact);
+  CHECK(Config::parse(e.config).at("peel") == 1);
+  call(plain_rt, 2048, 1, 7);
+  // The tuner's workload puts x at the class's offset.
+  const auto p = fam().parse_problem(x_off);
+  const Workload w = fam().workload(*p, 5);
+  tuner::DeviceWorkload dw(fam(), *p, w, fam().reference(*p, w));
+  const Bindings b = dw.bindings({});
+  CHECK(reinterpret_cast<std::uintptr_t>(b.pointers[0]) % 16 == 2);
+  CHECK(b.alignment[0] == 2);
 }
 
 TEST_CASE("empty calls: no rows launch nothing, a sum over no columns is zero, a max over none is refused") {

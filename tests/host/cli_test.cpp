@@ -318,7 +318,7 @@ TEST_CASE("tune --devices: each GPU a shard of the suite (--plan without a GPU),
     const auto listed = nlohmann::json::parse(whole_rr.out);  // kept: ["items"] refers into it
     for (const auto& item : listed["items"])
       suite.insert(item["family"].get<std::string>() + "/" + item["signature"].get<std::string>());
-    CHECK(suite.size() == 14);
+    CHECK(suite.size() == 16);
     CHECK(a == suite);
     CHECK(b.empty());
     CHECK(first.out.find("of other shards'") != std::string::npos);

@@ -255,10 +255,10 @@ TEST_CASE("constraints reject illegal and useless configs with a reason") {
   }
 }
 
-TEST_CASE("default suite: 14 cases over both ops, every dtype, short to long rows, odd row lengths") {
+TEST_CASE("default suite: 16 cases over both ops, every dtype, short to long rows, odd row lengths, views") {
   const auto suite = fam().default_suite();
-  CHECK(suite.size() == 14);
-  int ops[2] = {0, 0}, dtypes[3] = {0, 0, 0}, odd = 0;
+  CHECK(suite.size() == 16);
+  int ops[2] = {0, 0}, dtypes[3] = {0, 0, 0}, odd = 0, views = 0;
   for (const auto& [name, signature] : suite) {
     const auto p = fam().parse_problem(signature);
     CHECK(p->signature() == signature);
@@ -266,11 +266,65 @@ TEST_CASE("default suite: 14 cases over both ops, every dtype, short to long row
     ++ops[static_cast<int>(as_reduce(p).op())];
     ++dtypes[static_cast<int>(as_reduce(p).dtype())];
     odd += as_reduce(p).cols() % 2;
+    // A view one element in: its class is the element size, named "_x+1".
+    const bool view = name.ends_with("_x+1");
+    views += view;
+    CHECK(as_reduce(p).align() == (view ? as_reduce(p).element_size() : 16));
   }
+  CHECK(views == 2);
   CHECK(odd == 2);
   CHECK(ops[0] > 0);
   CHECK(ops[1] > 0);
   for (int d : dtypes) CHECK(d > 0);
+}
+
+TEST_CASE("alignment classes: a view whose rows share its offset is a problem of its own; peel 1 reads it") {
+  const DeviceInfo dev = nominal_device(90);
+  const auto aligned = problem("float16", "sum", 4096, 4096);
+  const auto refine = [&](const Problem& p, std::uint8_t x_class) {
+    const std::uint8_t classes[] = {x_class, 2};
+    return fam().with_alignment(p, classes);
+  };
+  CHECK(refine(*aligned, 16) == nullptr);  // aligned: the problem as it is
+  const auto view = refine(*aligned, 2);
+  REQUIRE(view != nullptr);
+  CHECK(view->signature() == "align=2;cols=4096;dtype=float16;op=sum;rows=4096");
+  CHECK(fam().parse_problem(view->signature())->signature() == view->signature());
+  CHECK(view->group() == aligned->group());  // the guided search seeds from the aligned records
+  CHECK(view->features() == aligned->features());  // the class is in the signature, not the distance
+  CHECK(fam().buffers(*view)[0].placement == 2);  // the tuner places x 2 bytes past an aligned address
+  CHECK(fam().buffers(*aligned)[0].placement == 16);
+  CHECK(refine(*aligned, 8)->signature().starts_with("align=8;"));
+  // Every legal config of the view reads rows off the pack: peel 1 wherever the pack is wider than the class,
+  // and the default is legal.
+  std::size_t pruned = 0;
+  const auto legal = tuner::legal_candidates(fam(), *view, dev, pruned);
+  REQUIRE(!legal.empty());
+  CHECK(legal.front() == fam().heuristic(*view, dev));
+  for (const Config& c : legal) CHECK(c.at("peel") == (c.at("pack") * 2 > 2 ? 1 : 0));
+  CHECK(fam().check(*view, config(256, 8, 2, 1, 1, 0), dev).find("need peel 1") != std::string::npos);
+  // Rows of a pitch off 16 bytes start everywhere whatever x's alignment: the aligned problem (peel 1) serves
+  // them, so no refinement, and such a problem refuses a class.
+  const auto odd = problem("float16", "sum", 4096, 50257);
+  CHECK(refine(*odd, 2) == nullptr);
+  CHECK_THROWS_WITH_AS(fam().make_problem({{"dtype", "float16"}, {"op", "sum"}, {"rows", "4096"},
+                                           {"cols", "50257"}, {"align", "2"}}),
+                       doctest::Contains("starts the rows at every offset"), InvalidArgument);
+  // One row: its class is x's, whatever its length.
+  const auto row = problem("float32", "max", 1, 1001);
+  REQUIRE(refine(*row, 4) != nullptr);
+  CHECK(refine(*row, 4)->signature() == "align=4;cols=1001;dtype=float32;op=max;rows=1");
+  // Classes below the element size (a pointer the runtime refuses first) and empty problems are not refined;
+  // bad classes are refused with the reason.
+  CHECK(refine(*problem("float32", "sum", 8, 64), 2) == nullptr);
+  CHECK(refine(*problem("float32", "sum", 0, 64), 4) == nullptr);
+  for (const char* bad : {"3", "32", "x"})
+    CHECK_THROWS_AS(fam().make_problem({{"dtype", "float32"}, {"op", "sum"}, {"rows", "8"}, {"cols", "64"},
+                                        {"align", bad}}),
+                    InvalidArgument);
+  CHECK_THROWS_WITH_AS(fam().make_problem({{"dtype", "float32"}, {"op", "sum"}, {"rows", "8"}, {"cols", "64"},
+                                           {"align", "2"}}),
+                       doctest::Contains("align 2 is not an alignment class of float32"), InvalidArgument);
 }
 
 TEST_CASE("variants: an x off the pack's alignment runs the tuned config with peel 1") {
