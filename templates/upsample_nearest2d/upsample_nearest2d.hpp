@@ -39,12 +39,15 @@ std::int64_t window_start(std::int64_t i, float step, std::int64_t out, NearestM
 /// The output size PyTorch derives from a scale factor: (int64)(in * scale_factor).
 std::int64_t derived_size(std::int64_t in, double scale_factor) noexcept;
 
-/// One call: direction, dtype, layout, mode, shapes and scale factors, validated and resolved.
+/// One call: direction, dtype, layout, mode, shapes and scale factors, validated and resolved; and, for a packed 2x
+/// forward whose input is a view off the 16-byte alignment, the input's alignment class (2, 4 or 8 bytes; 16 when
+/// aligned): the kernel realigns such an input in registers, and the class is tuned apart from the aligned problem.
 class UpsampleProblem final : public Problem {
  public:
   /// Throws InvalidArgument for non-positive sizes or scales, a missing size and scale, an output size of 0 or one
-  /// beyond 2^31 - 1, an unsupported dtype, or a tensor over 2^62 elements.
-  UpsampleProblem(Direction direction, const UpsampleNearest2d& shape);
+  /// beyond 2^31 - 1, an unsupported dtype, a tensor over 2^62 elements, or a source class that is not a power of two
+  /// from the element size to 8 bytes, or that is given for a problem other than a packed 2x forward.
+  UpsampleProblem(Direction direction, const UpsampleNearest2d& shape, std::uint8_t src_align = 16);
 
   Direction direction() const noexcept { return direction_; }
   bool backward() const noexcept { return direction_ == Direction::kBackward; }
@@ -71,6 +74,8 @@ class UpsampleProblem final : public Problem {
   /// Backward: f when every window is f x f at (f i, f j) (out = f in along both dimensions, PyTorch's rule
   /// giving exactly those windows), for f in [kMinUniformWindow, kMaxUniformWindow]; 0 otherwise and forward.
   std::int64_t uniform_window() const noexcept { return uniform_window_; }
+  /// The input's (forward source's) alignment class in bytes: 16 unless the problem names a misaligned view.
+  std::uint8_t src_align() const noexcept { return src_align_; }
   /// True when the kernels need 64-bit indices.
   bool index64() const noexcept;
 
@@ -86,6 +91,7 @@ class UpsampleProblem final : public Problem {
   bool packed_2x_ = false;
   std::int64_t max_window_h_ = 0, max_window_w_ = 0;
   std::int64_t uniform_window_ = 0;
+  std::uint8_t src_align_ = 16;
 };
 
 /// Host mirror of the kernels' templates::upsample_nearest2d::Params (upsample_nearest2d.cuh): keep the two identical.

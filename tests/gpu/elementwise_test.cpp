@@ -477,14 +477,7 @@ TEST_CASE("a misaligned call is decided for its alignment class; the tuner tunes
   const std::string plain = elementwise_signature("z = x * y", n, DType::kFloat16);
   const std::string x_off = "align=2,16,16;" + plain;   // x one element off
   const std::string all_off = "align=4,4,4;" + plain;  // every pointer two elements off
-  // The elementwise signatures in the user store (explain would tune, so the store is read directly).
-  auto stored = [&] {
-    std::set<std::string> out;
-    const cache::Store store(dir.path / "tuning.sqlite", cache::OpenMode::kReadOnly);
-    for (const auto& r : store.records())
-      if (r.key.family == "elementwise") out.insert(r.key.signature);
-    return out;
-  };
+  auto stored = [&] { return test::stored_signatures(dir, "elementwise"); };
   // The aligned call tunes (and stores) the plain problem only.
   check_expression(rt, "z = x * y", DType::kFloat16, n, {0, 0, 0}, 11);
   CHECK(stored() == std::set<std::string>{plain});

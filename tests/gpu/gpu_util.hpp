@@ -9,11 +9,14 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <jitune/runtime.hpp>
 
+#include "cache/store.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "templates/host_float.hpp"
@@ -44,6 +47,16 @@ inline RuntimeOptions isolated_options(const TempDir& dir) {
 }
 
 /// Random values of `dtype` with magnitude in [0.25, 4) and random sign (never zero).
+/// The signatures of `family`'s records in the user store of `dir` (isolated_options), read directly (explain
+/// would tune under a tune-on-first-use policy).
+inline std::set<std::string> stored_signatures(const TempDir& dir, std::string_view family) {
+  std::set<std::string> out;
+  const cache::Store store(dir.path / "tuning.sqlite", cache::OpenMode::kReadOnly);
+  for (const auto& r : store.records())
+    if (r.key.family == family) out.insert(r.key.signature);
+  return out;
+}
+
 inline std::vector<std::byte> random_values(DType dtype, std::size_t n, std::uint64_t seed) {
   std::vector<std::byte> out(n * dtype_size(dtype));
   std::mt19937_64 rng(seed);

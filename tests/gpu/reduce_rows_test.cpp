@@ -11,7 +11,6 @@
 #include <limits>
 #include <set>
 
-#include "cache/store.hpp"
 #include "gpu_util.hpp"
 #include "templates/reduce_rows/reduce_rows.hpp"
 #include "tuner/measure.hpp"
@@ -309,13 +308,7 @@ TEST_CASE("an x off 16 bytes whose rows share the offset is decided for its clas
   const std::string plain = "cols=2048;dtype=float16;op=sum;rows=300";
   const std::string x_off = "align=2;" + plain;
   const std::string odd = "cols=2047;dtype=float16;op=sum;rows=300";
-  auto stored = [&] {  // the reduce_rows signatures in the user store (explain would tune)
-    std::set<std::string> out;
-    const cache::Store store(dir.path / "tuning.sqlite", cache::OpenMode::kReadOnly);
-    for (const auto& r : store.records())
-      if (r.key.family == "reduce_rows") out.insert(r.key.signature);
-    return out;
-  };
+  auto stored = [&] { return test::stored_signatures(dir, "reduce_rows"); };
   auto call = [&](Runtime& r, std::int64_t cols, std::size_t x_offset, std::uint64_t seed) {
     Case c(DType::kFloat16, ReduceOp::kSum, 300, cols, seed, x_offset, 0);
     reduce_rows(r, c.x_ptr(), c.y_ptr(), c.p.rows(), c.p.cols(), c.p.op(), c.p.dtype());

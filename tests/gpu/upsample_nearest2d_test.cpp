@@ -1,7 +1,8 @@
 // GPU tests of upsample_nearest2d and its backward through the runtime API: random shapes at scales 2, 3, 1.5, 0.5
 // and odd output sizes, both layouts, both modes, every dtype, against the CPU reference with poisoned outputs and
 // guard bytes; misaligned pointers; the scatter strategy through a stored record; every config of the space through
-// the tuner's verification; zero-size and 1x1 images; the 64-bit index path; bad input; the tuned pick. With
+// the tuner's verification; a misaligned input's alignment class decided and tuned on its own; zero-size and 1x1
+// images; the 64-bit index path; bad input; the tuned pick. With
 // JITUNE_UPSAMPLE_TORCH_DUMP=<file> it also writes a few hundred random calls for bench/peer/upsample_nearest2d.py
 // --check, which compares them with PyTorch on the same machine.
 #include <cstdio>
@@ -9,11 +10,14 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include <jitune/jitune.hpp>
+#include <jitune/tuner.hpp>
 
 #include "gpu_util.hpp"
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
+#include "tuner/measure.hpp"
 #include "tuner/tuner.hpp"
 
 namespace jitune {
@@ -164,6 +168,40 @@ TEST_CASE("1x1 images, equal sizes (a copy), downsampling to 1x1, and odd genera
         check_call(rt, d, odd, ++seed, 1, 1);
         check_call(rt, d, odd, ++seed, 2, 3);
       }
+}
+
+TEST_CASE("an exact 2x forward's misaligned input is decided for its class; the tuner places the input there") {
+  TempDir dir;
+  RuntimeOptions o = test::isolated_options(dir);
+  o.tuning = tuner::tune_on_first_use({6, 0.2});
+  Runtime rt(o);
+  const UpsampleNearest2d s = [] {
+    UpsampleNearest2d x = make_shape(2, 24, 20, 24, DType::kFloat16, ImageLayout::kNCHW, NearestMode::kNearest);
+    x.scale_h = x.scale_w = 2.0;
+    return x;
+  }();
+  const std::string plain = describe(Direction::kForward, s);
+  auto stored = [&] { return test::stored_signatures(dir, "upsample_nearest2d"); };
+  check_call(rt, Direction::kForward, s, 1);  // aligned: the plain problem only
+  CHECK(stored() == std::set<std::string>{plain});
+  check_call(rt, Direction::kForward, s, 2, 1);  // one element off: its class, tuned and stored apart
+  CHECK(stored() == std::set<std::string>{plain, "align=2;" + plain});
+  check_call(rt, Direction::kForward, s, 3, 3);  // three off: the same class, nothing new
+  check_call(rt, Direction::kForward, s, 4, 2);  // two off (4 bytes): another class
+  CHECK(stored() == std::set<std::string>{plain, "align=2;" + plain, "align=4;" + plain});
+  check_call(rt, Direction::kForward, s, 5, 1, 1);  // the output off too: the aligned problem at its variant
+  check_call(rt, Direction::kBackward, s, 6, 1);    // a backward: the same
+  CHECK(stored().size() == 4);  // the backward's plain problem
+  Runtime plain_rt(test::isolated_options(dir));
+  CHECK(plain_rt.explain("upsample_nearest2d", "align=2;" + plain).level == MatchLevel::kExact);
+  check_call(plain_rt, Direction::kForward, s, 7, 3);
+  // The tuner's workload puts the input at the class's offset.
+  const auto p = fam().parse_problem("align=2;" + plain);
+  const Workload w = fam().workload(*p, 5);
+  tuner::DeviceWorkload dw(fam(), *p, w, fam().reference(*p, w));
+  const Bindings b = dw.bindings({});
+  CHECK(reinterpret_cast<std::uintptr_t>(b.pointers[0]) % 16 == 2);
+  CHECK(reinterpret_cast<std::uintptr_t>(b.pointers[1]) % 16 == 0);
 }
 
 TEST_CASE("zero-size batches launch nothing; the call is still validated") {

@@ -418,7 +418,50 @@ TEST_CASE("the default suite holds the 12 public cases, their NHWC twins and 4 g
     INFO(suite[i].first);
     CHECK(p->signature() == suite[i].second);
     CHECK(static_cast<const UpsampleProblem&>(*p).packed_2x() == (i < 24));
+    CHECK(static_cast<const UpsampleProblem&>(*p).src_align() == 16);
   }
+}
+
+TEST_CASE("alignment classes: an exact 2x forward's misaligned input is a problem of its own, others are not") {
+  const DeviceInfo dev = nominal_device(90);
+  const UpsampleProblem fwd(Direction::kForward, scaled(2, 640, 64, 64, 2, 2, DType::kFloat16));
+  auto refine = [&](const Problem& p, std::uint8_t src, std::uint8_t dst) {
+    const std::uint8_t classes[] = {src, dst};
+    return fam().with_alignment(p, classes);
+  };
+  CHECK(refine(fwd, 16, 16) == nullptr);
+  const auto view = refine(fwd, 2, 16);
+  REQUIRE(view != nullptr);
+  CHECK(view->signature() == "align=2;" + fwd.signature());
+  CHECK(fam().parse_problem(view->signature())->signature() == view->signature());
+  CHECK(view->group() == fwd.group());
+  CHECK(view->features() == fwd.features());  // the aligned record is the nearest, and legal for the class
+  CHECK(fam().buffers(*view)[0].placement == 2);
+  CHECK(fam().buffers(*view)[1].placement == 16);
+  // The realigning kernel runs every config of the aligned problem: the same legal space.
+  std::size_t pruned_a = 0, pruned_v = 0;
+  CHECK(tuner::legal_candidates(fam(), fwd, dev, pruned_a) == tuner::legal_candidates(fam(), *view, dev, pruned_v));
+  CHECK(refine(fwd, 8, 16)->signature().starts_with("align=8;"));
+  // A misaligned output, a backward, a general scale: the aligned problem at its variant.
+  CHECK(refine(fwd, 2, 4) == nullptr);
+  CHECK(refine(UpsampleProblem(Direction::kBackward, scaled(2, 640, 64, 64, 2, 2, DType::kFloat16)), 2, 16) ==
+        nullptr);
+  CHECK(refine(UpsampleProblem(Direction::kForward, scaled(2, 64, 64, 64, 1.5, 1.5, DType::kFloat16)), 2, 16) ==
+        nullptr);
+  CHECK(refine(UpsampleProblem(Direction::kForward, scaled(2, 64, 64, 64, 2, 2)), 2, 16) == nullptr);  // < float
+  // Bad classes and classes of other problems are refused with the reason.
+  auto with_align = [&](const std::string& align, const std::string& dir, const std::string& scale) {
+    return fam().make_problem({{"align", align}, {"direction", dir}, {"dtype", "float16"}, {"n", "2"}, {"c", "8"},
+                               {"in_h", "8"}, {"in_w", "8"}, {"scale_h", scale}, {"scale_w", scale}});
+  };
+  CHECK(with_align("2", "forward", "2")->signature().starts_with("align=2;"));
+  CHECK_THROWS_WITH_AS(with_align("3", "forward", "2"), doctest::Contains("align 3 is not an alignment class"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(with_align("32", "forward", "2"), doctest::Contains("align=32"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(with_align("2", "backward", "2"), doctest::Contains("only for an exact 2x forward"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(with_align("2", "forward", "3"), doctest::Contains("only for an exact 2x forward"),
+                       InvalidArgument);
 }
 
 TEST_CASE("NVRTC compiles the space for sm_80 and sm_90: every kernel, both layouts, every dtype") {
