@@ -157,6 +157,12 @@ inline std::uint8_t alignment_class(const void* pointer, std::uint8_t stride_ali
   return static_cast<std::uint8_t>(address & (~address + 1));
 }
 
+/// Whether a problem may name `cls` as the class of a buffer of `element_size`-byte elements: a power of two from
+/// the element size (a pointer off its element is refused before any class is asked for) to 16 bytes.
+inline bool valid_alignment_class(std::int64_t cls, std::size_t element_size) noexcept {
+  return cls >= static_cast<std::int64_t>(element_size) && cls <= 16 && (cls & (cls - 1)) == 0;
+}
+
 /// A call's device memory as a kernel sees it: pointers in buffers() order, their alignment classes, the
 /// workspace, and the call's scalars.
 struct Bindings {

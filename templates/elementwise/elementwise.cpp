@@ -234,7 +234,7 @@ ElementwiseProblem::ElementwiseProblem(Expression expression, DType dtype, std::
                           std::to_string(buffers) + " buffers; give one per input (in order) and one for the output");
   bool full = true;
   for (std::uint8_t c : align_) {
-    if (c < dtype_size(dtype) || c > 16 || (c & (c - 1)) != 0)
+    if (!valid_alignment_class(c, dtype_size(dtype)))
       throw InvalidArgument("elementwise: alignment class " + std::to_string(c) + " must be a power of two from " +
                             std::to_string(dtype_size(dtype)) + " (one " + std::string(dtype_name(dtype)) +
                             " element) to 16 bytes");

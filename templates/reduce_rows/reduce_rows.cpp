@@ -196,11 +196,11 @@ class ReduceRowsFamily final : public Family {
         throw InvalidArgument("reduce_rows problem: unknown option '" + key +
                               "'; options are dtype, op, rows, cols and align");
     std::uint8_t align = 16;
-    if (options.count("align")) {
+    if (options.count("align")) {  // the problem checks the class; here only that it fits
       const std::int64_t a = parse_size(options, "align");
-      if (a > 16 || (a & (a - 1)) != 0)
+      if (a > 16)
         throw InvalidArgument("reduce_rows problem: align='" + options.at("align") +
-                              "' is not an alignment class (1, 2, 4, 8 or 16 bytes)");
+                              "' is not an alignment class (2, 4, 8 or 16 bytes)");
       align = static_cast<std::uint8_t>(a);
     }
     return std::make_unique<ReduceRowsProblem>(parse_dtype(options.at("dtype")), parse_op(options.at("op")),
@@ -494,7 +494,7 @@ ReduceRowsProblem::ReduceRowsProblem(DType dtype, ReduceOp op, std::int64_t rows
         "reduce_rows: max over rows of 0 elements has no value (torch.amax refuses it too)");
   if (align != 16) {
     const auto es = static_cast<int>(dtype_size(dtype));
-    if (align < es || align > 8 || (align & (align - 1)) != 0)
+    if (!valid_alignment_class(align, dtype_size(dtype)))
       throw InvalidArgument("reduce_rows: align " + n(align) + " is not an alignment class of " +
                             std::string(dtype_name(dtype)) + " (" + n(es) + ", ... 8 bytes; 16 when aligned)");
     if (!rows_share_alignment(dtype, rows, cols))
@@ -513,8 +513,8 @@ std::string_view reduce_op_name(ReduceOp op) noexcept {
 }
 
 std::string ReduceRowsProblem::signature() const {
-  return (align_ < 16 ? "align=" + n(align_) + ";" : std::string()) + "cols=" + n(cols_) + ";dtype=" + std::string(dtype_name(dtype_)) +
-         ";op=" + std::string(reduce_op_name(op_)) + ";rows=" + n(rows_);
+  return (align_ < 16 ? "align=" + n(align_) + ";" : std::string()) + "cols=" + n(cols_) +
+         ";dtype=" + std::string(dtype_name(dtype_)) + ";op=" + std::string(reduce_op_name(op_)) + ";rows=" + n(rows_);
 }
 
 std::string ReduceRowsProblem::group() const {

@@ -141,12 +141,13 @@ UpsampleProblem::UpsampleProblem(Direction direction, const UpsampleNearest2d& s
   }
   if (src_align_ != 16) {
     const auto es = static_cast<int>(dtype_size(shape_.dtype));
-    if (src_align_ < es || src_align_ > 8 || (src_align_ & (src_align_ - 1)) != 0)
+    if (!valid_alignment_class(src_align_, dtype_size(shape_.dtype)))
       fail("align " + std::to_string(src_align_) + " is not an alignment class of a " +
            std::string(dtype_name(shape_.dtype)) + " input (" + std::to_string(es) + ", ... 8 bytes; 16 when aligned)");
     if (backward() || !packed_2x_)
-      fail("align " + std::to_string(src_align_) + " names an input's class only for an exact 2x forward (its kernel "
-           "realigns the input in registers); this problem reads any input at the aligned problem's config: drop align");
+      fail("align " + std::to_string(src_align_) + " names an input's class only for an exact 2x forward (its "
+           "kernel realigns the input in registers); this problem reads any input at the aligned problem's config: "
+           "drop align");
   }
 }
 
