@@ -1,12 +1,10 @@
 // upsample_nearest2d bench cases: the 12 public upsample 2x rows of bench-cases.md (NCHW) and their NHWC twins,
 // forward and backward, float32 and float16, through the public ops; and forwards whose input is a view a few
-// elements into its allocation (issue 19: "_src+1"), served by the aligned case's record.
+// elements into its allocation (issue 19: "_src+1"), suite cases of their own alignment class.
 #include "bench/bench_case.hpp"
 #include "templates/upsample_nearest2d/upsample_nearest2d.hpp"
 #include "runtime/driver.hpp"
 #include "tuner/measure.hpp"
-
-#include <map>
 
 namespace jitune::bench {
 namespace {
@@ -53,21 +51,13 @@ nlohmann::json run_upsample(Context& ctx, const std::string& signature, std::siz
 
 std::vector<Case> upsample_cases() {
   std::vector<Case> out;
-  std::map<std::string, std::string> suite;
   for (const auto& [name, signature] : templates::upsample_nearest2d::upsample_nearest2d_family().default_suite()) {
-    out.push_back({name, "upsample_nearest2d", [sig = signature](Context& ctx) { return run_upsample(ctx, sig, 0); },
-                   signature});
-    suite[name] = signature;
+    // A "_src+N" case's input starts N elements into its allocation (its signature names that class).
+    const auto view = name.rfind("_src+");
+    const std::size_t offset = view == std::string::npos ? 0 : std::stoul(name.substr(view + 5));
+    out.push_back({name, "upsample_nearest2d",
+                   [sig = signature, offset](Context& ctx) { return run_upsample(ctx, sig, offset); }, signature});
   }
-  // Misaligned inputs (the same list as bench/peer/upsample_nearest2d.py): (suite case, element offset).
-  const std::pair<const char*, std::size_t> views[] = {{"upsample2x_fwd_float16_8x256x128x128", 1},
-                                                       {"upsample2x_fwd_float16_8x256x128x128_nhwc", 1},
-                                                       {"upsample2x_fwd_float32_8x256x128x128", 1},
-                                                       {"upsample2x_fwd_float16_2x640x64x64", 3}};
-  for (const auto& [base, offset] : views)
-    out.push_back({std::string(base) + "_src+" + std::to_string(offset), "upsample_nearest2d",
-                   [sig = suite.at(base), off = offset](Context& ctx) { return run_upsample(ctx, sig, off); },
-                   suite.at(base)});
   return out;
 }
 

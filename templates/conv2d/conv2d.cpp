@@ -77,6 +77,12 @@ class ConvFamily final : public Family {
              "then (after a grid barrier) runs the cp.async pipeline over the copies, writing y in NCHW",
              "algo",
              1},
+            {"persist",
+             {0, 1},
+             "implicit GEMM, NCHW 1x1 read as pixel runs: 1: one balanced wave of blocks, each taking output tiles "
+             "in turn with its cp.async pipeline copying the next tile while it stores the last (split_k 1)",
+             "algo",
+             1},
             {"rows", {1, 2, 4, 8, 16, 32}, "tensor-core direct: output rows per block", "algo", 2},
             {"cols", {16, 32, 64, 128}, "tensor-core direct: output columns per block", "algo", 2},
             {"n_block", {8, 16, 32, 64}, "tensor-core direct: output channels per block (8 or a multiple of 16)",
@@ -186,7 +192,10 @@ class ConvFamily final : public Family {
 
   Config variant_config(const Problem&, const Config& tuned, int slot, const DeviceInfo&) const override {
     Config c = tuned;
-    if (slot == 1) c.set("stages", 0);
+    if (slot == 1) {
+      c.set("stages", 0);
+      c.set("persist", 0);  // persistent blocks run only the cp.async pipeline
+    }
     return c;
   }
 

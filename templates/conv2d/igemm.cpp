@@ -64,13 +64,15 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
   g.k_tiles = ceil_div(p.shape().c * p.shape().r * p.shape().s, c.at("tile_k"));
   g.per_split = ceil_div(g.k_tiles, c.at("split_k"));
   const std::int64_t stages = c.at("stages");
-  const std::int64_t buffers = stages > 0 ? std::min(stages, g.per_split) : 2;
+  const bool persist = c.at("persist") == 1;  // the ring runs on across tiles, the tile staged past it
+  const std::int64_t buffers = stages > 0 ? (persist ? stages : std::min(stages, g.per_split)) : 2;
   // Rows padded by 8 halves (mma.sync's ldmatrix), or swizzled unpadded in buffers aligned to 1024 bytes.
   const std::int64_t pitch = wgmma ? tk : tk + 8, main_bytes = buffers * (tm + tn) * pitch * 2;
   const std::int64_t out_bytes = std::max(tn * (tm + 8), tm * (tn + 8)) * 2;  // [k][m] (NCHW) or [m][k] (NHWC)
   // The register-staged kernel adds two stages' reduction tables; repack 1 first stages x in tiles of 64 channels
   // x one pixel per thread (2 halves of padding a channel).
-  g.shared_bytes = std::max(main_bytes, out_bytes) + (stages > 0 ? 0 : 2 * tk * 16) + (wgmma ? 1024 : 0);
+  g.shared_bytes = (persist ? main_bytes + out_bytes : std::max(main_bytes, out_bytes)) +
+                   (stages > 0 ? 0 : 2 * tk * 16) + (wgmma ? 1024 : 0);
   if (c.at("repack") == 1) g.shared_bytes = std::max<std::int64_t>(g.shared_bytes, 64 * (g.threads + 2) * 2 +
                                                                                       (wgmma ? 1024 : 0));
   const std::int64_t mi = g.warp_m / 16, ni = g.warp_n / 8;
@@ -125,6 +127,11 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
                " on an NCHW x (repack 0) feeds wgmma a pixel-major operand: mma 1" + cfg();
     }
   }
+  if (c.at("persist") == 1 &&
+      (s.layout != ImageLayout::kNCHW || c.at("stages") == 0 || c.at("repack") != 0 || c.at("split_k") != 1 ||
+       c.at("mma") != 1))
+    return "persist 1 runs the NCHW 1x1 pixel-run pipeline (an NCHW x, stages 3 to 8, repack 0, mma 1) without "
+           "split-K (split_k 1)" + cfg();
   if (c.at("mma") == 1) {
     if (device.cc() != 90)
       return "mma 1 (wgmma) runs on sm_90 only; the device is " + device.arch() + ": mma 0 (mma.sync) runs there";
@@ -293,7 +300,7 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config) {
   for (std::int64_t v : {layout, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
                          config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
                          config.at("min_blocks"), config.at("mma"), config.at("stages"), config.at("split_k"),
-                         std::int64_t{s.bias ? 1 : 0}})
+                         std::int64_t{s.bias ? 1 : 0}, config.at("persist")})
     name += ", " + std::to_string(v);
   name += ">";
   return program(p, std::move(name));
@@ -307,6 +314,10 @@ LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config) {
     shape.grid.x = static_cast<unsigned>(std::min<std::int64_t>(g.grid_m * g.grid_n * config.at("split_k"),
                                                                 std::int64_t{1} << 30));
     shape.cooperative = true;
+  } else if (config.at("persist") == 1) {
+    // One balanced wave (settled at load from the kernel's occupancy), each block taking tiles in turn.
+    shape.balance_units = static_cast<std::uint64_t>(g.grid_m * g.grid_n);
+    shape.grid.x = static_cast<unsigned>(std::min<std::int64_t>(g.grid_m * g.grid_n, std::int64_t{1} << 30));
   } else {
     shape.grid.x = static_cast<unsigned>(g.grid_m);
     shape.grid.y = static_cast<unsigned>(g.grid_n);

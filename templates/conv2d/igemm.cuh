@@ -264,7 +264,7 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared
 // split-K counters and partial tiles. The other parameters are conv2d_igemm's.
 template <class T, int kLoadNhwc, int kStoreNhwc, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW,
           int kDilH, int kDilW, int kTileM, int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMma, int kStages,
-          int kSplitK, int kBias, class Epi>
+          int kSplitK, int kBias, int kPersist, class Epi>
 __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const smem, int tile_m, int tile_n,
                                            int split, int tiles_m, int tiles_mn) {
   static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
@@ -272,6 +272,7 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
   // wgmma (kMnA: runs of consecutive pixels of one channel, the A operand pixel-major; no padding, by rule).
   constexpr bool kMnA = kStages > 0 && !kLoadNhwc;
   static_assert(kStages == 0 || kStages >= 2, "cp.async pipelines take 2 or more stages");
+  static_assert(!kPersist || (kMnA && kSplitK == 1), "persistent blocks: an NCHW 1x1 read as pixel runs, no split-K");
   static_assert(kStages == 0 || kC % 8 == 0, "cp.async stages copy 8 weights of a filter row at a time");
   static_assert(!kMnA || (kMma == 1 && kR == 1 && kS == 1 && kStrideH == 1 && kStrideW == 1),
                 "NCHW through cp.async: a 1x1 convolution of stride 1 on wgmma (pixel runs of one channel)");
@@ -298,7 +299,8 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
   const int warp_m = warp % kWM, warp_n = warp / kWM;
   const int pq = a.p * a.q;
   const int m_total = a.n * pq;
-  const int m0 = tile_m * kTileM, k0 = tile_n * kTileN;
+  // The output tile's first pixel and channel (persistent blocks: of the tile being stored, set per tile).
+  int m0 = tile_m * kTileM, k0 = tile_n * kTileN;
   const long long plane = static_cast<long long>(a.h) * a.w;
 
   // A chunk idx's staged row (output pixel) and first column. Channels last stores a pixel's taps as consecutive
@@ -475,6 +477,116 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
     }
   };
 
+  // The epilogue, given where the tile is staged (s_out: the stage buffers after the main loop's last barrier,
+  // or a persistent block's own region past them).
+  auto epilogue = [&](T* const s_out) {
+    // Accumulators (+ bias) -> shared as T, [k][m] for NCHW, [m][k] for NHWC, then stored in 8-element chunks:
+    // runs of consecutive outputs of y, a pixel's channels (NHWC) or a channel's pixels (NCHW, pq a multiple of
+    // 8). chunk_at gives chunk idx's offset in y, -1 outside it.
+    constexpr int kColChunks = kTileN / 8, kRowChunks = kTileM / 8, kStoreChunks = kTileM * kTileN / 8;
+    constexpr int kPer = (kStoreChunks + kThreads - 1) / kThreads;  // chunks per thread
+    auto chunk_at = [&](int idx) -> long long {
+      if constexpr (kStoreNhwc != 0) {
+        const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * 8, m = m0 + row;
+        if (m >= m_total || (kK % kTileN != 0 && k >= kK)) return -1;
+        return static_cast<long long>(m) * kK + k;
+      } else {
+        const int col = idx / kRowChunks, k = k0 + col, m = m0 + (idx - col * kRowChunks) * 8;
+        if ((kK % kTileN != 0 && k >= kK) || m >= m_total) return -1;
+        const int img = m / pq;
+        return (static_cast<long long>(img) * kK + k) * pq + (m - img * pq);
+      }
+    };
+    const bool vectors =
+        (kStoreNhwc ? kK % 8 == 0 : pq % 8 == 0) && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
+    const bool r_vectors = (reinterpret_cast<unsigned long long>(a.res) & 15) == 0;
+    // An epilogue's residual chunks are loaded before the tile is staged, so their latency overlaps it (up to 8
+    // chunks, 32 registers, a thread; beyond that each is read as it is stored).
+    constexpr bool kPrefetch = Epi::kResidual && kPer <= 8;
+    constexpr int kStoreUnroll = kPer <= 8 ? kPer : 4;
+    Chunk residual[kPrefetch ? kPer : 1];
+    if constexpr (kPrefetch) {
+      if (vectors && r_vectors) {
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          const int idx = tid + i * kThreads;
+          const long long at = kStoreChunks % kThreads == 0 || idx < kStoreChunks ? chunk_at(idx) : -1;
+          if (at >= 0) residual[i] = *reinterpret_cast<const Chunk*>(a.res + at);
+        }
+      }
+    }
+    const int gid = lane / 4, tig = lane % 4;
+#pragma unroll
+    for (int j = 0; j < kNI; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = warp_n * kWarpN + j * 8 + tig * 2 + e;
+        float b = 0.f;
+        if (kBias && (kK % kTileN == 0 || k0 + col < kK)) b = to_float(a.bias[k0 + col]);
+#pragma unroll
+        for (int i = 0; i < kMI; ++i) {
+          const int row = warp_m * kWarpM + i * 16 + gid;
+          if (kStoreNhwc) {
+            s_out[row * G::kOutPitchNhwc + col] = from_float<T>(acc[i][j][e] + b);
+            s_out[(row + 8) * G::kOutPitchNhwc + col] = from_float<T>(acc[i][j][e + 2] + b);
+          } else {
+            s_out[col * G::kOutPitch + row] = from_float<T>(acc[i][j][e] + b);
+            s_out[col * G::kOutPitch + row + 8] = from_float<T>(acc[i][j][e + 2] + b);
+          }
+        }
+      }
+    __syncthreads();
+    // The staged chunk idx: 8 consecutive elements of s_out.
+    auto staged = [&](int idx) -> const T* {
+      if constexpr (kStoreNhwc != 0) {
+        const int row = idx / kColChunks;
+        return s_out + row * G::kOutPitchNhwc + (idx - row * kColChunks) * 8;
+      } else {
+        const int col = idx / kRowChunks;
+        return s_out + col * G::kOutPitch + (idx - col * kRowChunks) * 8;
+      }
+    };
+    if (vectors) {
+#pragma unroll kStoreUnroll
+      for (int i = 0; i < kPer; ++i) {
+        const int idx = tid + i * kThreads;
+        if (kStoreChunks % kThreads != 0 && idx >= kStoreChunks) break;
+        const long long at = chunk_at(idx);
+        if (at < 0) continue;
+        Chunk v = *reinterpret_cast<const Chunk*>(staged(idx));
+        if constexpr (kPrefetch) {
+          apply_epilogue_pack<Epi>(v, r_vectors ? reinterpret_cast<const T*>(&residual[i]) : a.res + at, r_vectors);
+        } else {
+          apply_epilogue_pack<Epi>(v, a.res + at, r_vectors);
+        }
+        *reinterpret_cast<Chunk*>(a.y + at) = v;
+      }
+    } else if constexpr (kStoreNhwc != 0) {
+      // K not a multiple of 8 or y misaligned: a chunk's channels one by one.
+#pragma unroll 4
+      for (int idx = tid; idx < kStoreChunks; idx += kThreads) {
+        const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * 8, m = m0 + row;
+        if (m >= m_total || (kK % kTileN != 0 && k >= kK)) continue;
+        const long long at = static_cast<long long>(m) * kK + k;
+        const T* src = staged(idx);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (kK % 8 == 0 || k + e < kK) a.y[at + e] = apply_epilogue<Epi>(src[e], a.res + at + e);
+      }
+    } else {
+      // Pixels per image not a multiple of 8 or y misaligned: element by element, coalesced along the pixels.
+#pragma unroll 4
+      for (int idx = tid; idx < kTileN * kTileM; idx += kThreads) {
+        const int col = idx / kTileM, mm = idx - col * kTileM;
+        const int k = k0 + col, m = m0 + mm;
+        if ((kK % kTileN != 0 && k >= kK) || m >= m_total) continue;
+        const int img = m / pq;
+        const long long at = (static_cast<long long>(img) * kK + k) * pq + (m - img * pq);
+        a.y[at] = apply_epilogue<Epi>(s_out[col * G::kOutPitch + mm], a.res + at);
+      }
+    }
+  };
+
   // This block's slices of the reduction: split `split` of kSplitK takes kPerSplit of the kKTiles stages.
   constexpr int kPerSplit = (kKTiles + kSplitK - 1) / kSplitK;
   const int kt0 = split * kPerSplit;
@@ -488,7 +600,6 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
     static_assert(kThreads % kChunksPerRow == 0, "a thread's chunks share a column");
     constexpr int kRowStep = kThreads / kChunksPerRow;
     const int my_row = tid / kChunksPerRow, my_col = (tid % kChunksPerRow) * 8;
-    const T* const w_row = a.wt + static_cast<long long>(k0 + my_row) * kCRS + my_col;
     // kMnA: a thread copies the 8-pixel run mn_chunk * 8 of the A tile for channels mn_row + i * kMnStep of the
     // stage. The run is one 16-byte copy where every image's pixels come in 8s (H * W a multiple of 8), else 8- or
     // 4-byte pieces (H * W a multiple of 4 or 2, by rule), each inside one image; mn_base[p] is piece p's address
@@ -501,20 +612,24 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
     const int mn_piece = hw % 8 == 0 ? 8 : hw % 4 == 0 ? 4 : 2;  // pixels a copy
     unsigned long long mn_base[kMnA ? 4 : 1];
     bool mn_live[kMnA ? 4 : 1];
-    if constexpr (kMnA) {
+    auto mn_bases = [&](int tile_m0) {  // the pieces of the tile starting at pixel tile_m0
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int m = m0 + mn_chunk * 8 + q * mn_piece;
+        const int m = tile_m0 + mn_chunk * 8 + q * mn_piece;
         mn_live[q] = q * mn_piece < 8 && m < m_total;
         const int img = mn_live[q] ? m / hw : 0, pix = mn_live[q] ? m - img * hw : 0;
         mn_base[q] = reinterpret_cast<unsigned long long>(a.x) +
                      static_cast<unsigned long long>((static_cast<long long>(img) * kC * hw + pix) * 2);
       }
-    }
-    auto copy_stage = [&](int kt, int buf) {
+    };
+    if constexpr (kMnA && !kPersist) mn_bases(m0);
+    // Stage kt of the output tile at (tile_m0, tile_k0) into buffer buf (a persistent block's next tile may be
+    // copied while this one is stored).
+    auto copy_stage = [&](int kt, int buf, int tile_m0, int tile_k0) {
       T* const s_a = smem + buf * G::kStage;
       T* const s_b = s_a + kTileM * G::kPitch;
       if constexpr (kMnA) {
+        if constexpr (kPersist) mn_bases(tile_m0);
 #pragma unroll
         for (int i = 0; i < kAPer; ++i) {
           const int row = mn_row + i * kMnStep;  // the stage's reduction row: channel kt * kTileK + row
@@ -557,7 +672,8 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
 #pragma unroll
       for (int i = 0; i < kBPer; ++i) {
         if (kBChunks % kThreads != 0 && tid + i * kThreads >= kBChunks) continue;
-        const bool live = (kK % kTileN == 0 || k0 + my_row + i * kRowStep < kK) && in_reduction;
+        const bool live = (kK % kTileN == 0 || tile_k0 + my_row + i * kRowStep < kK) && in_reduction;
+        const T* const w_row = a.wt + static_cast<long long>(tile_k0 + my_row) * kCRS + my_col;
         const void* src = live ? static_cast<const void*>(w_row + static_cast<long long>(i) * kRowStep * kCRS +
                                                           kt * kTileK)
                                : static_cast<const void*>(a.wt);
@@ -568,11 +684,66 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
     // previous slice, before this iteration's barrier), kStages - 2 for wgmma (the previous slice's group may
     // still be reading its buffer, so the one refilled is two slices back).
     constexpr int kAhead = kMma ? kStages - 2 : kStages - 1;
+    if constexpr (kPersist) {
+      // Persistent blocks (one wave, gridDim.x blocks): this block's output tiles are blockIdx.x + i * gridDim.x,
+      // channels fastest, and its slices run as one sequence across them, so the next tile's copies are in flight
+      // while this one's products are staged and stored (its own region past the stage buffers).
+      const int tiles_n = (kK + kTileN - 1) / kTileN;
+      const int tiles = (m_total + kTileM - 1) / kTileM * tiles_n;
+      const int mine = static_cast<int>(blockIdx.x) < tiles ? (tiles - 1 - static_cast<int>(blockIdx.x)) /
+                                                                    static_cast<int>(gridDim.x) + 1
+                                                              : 0;
+      const int total = mine * kKTiles;
+      // A tile of one slice waits for its products before it is stored, so the buffer it read is free by the next
+      // iteration's barrier: kStages - 1 slices ahead there, kStages - 2 (as below) where a tile takes several.
+      constexpr int kAheadP = kKTiles == 1 ? kStages - 1 : kAhead;
+      auto copy_slice = [&](int sl, int buf) {
+        const int tile = static_cast<int>(blockIdx.x) + sl / kKTiles * static_cast<int>(gridDim.x);
+        copy_stage(sl % kKTiles, buf, tile / tiles_n * kTileM, tile % tiles_n * kTileN);
+      };
+#pragma unroll
+      for (int st = 0; st < kAheadP; ++st) {
+        if (st < total) copy_slice(st, st);
+        cp_async_commit();
+      }
+      T* const s_out = smem + G::kBuffers * G::kStage;
+      int read = 0, write = kAheadP;
+#pragma unroll 1
+      for (int sl = 0; sl < total; ++sl) {
+        cp_async_wait<kAheadP - 1>();
+        fence_proxy_async_shared();
+        wgmma_wait<1>();
+        __syncthreads();  // as below; also: the previous tile's stores have read s_out
+        if (sl + kAheadP < total) copy_slice(sl + kAheadP, write);
+        cp_async_commit();
+        wgmma_fence();
+        multiply(read);
+        wgmma_commit();
+        read = read + 1 == kStages ? 0 : read + 1;
+        write = write + 1 == kStages ? 0 : write + 1;
+        if (sl % kKTiles == kKTiles - 1) {  // the tile's last slice: store it, then start the next from zero
+          wgmma_wait<0>();
+          pin_accumulators();
+          const int tile = static_cast<int>(blockIdx.x) + sl / kKTiles * static_cast<int>(gridDim.x);
+          m0 = tile / tiles_n * kTileM;
+          k0 = tile % tiles_n * kTileN;
+          epilogue(s_out);
+#pragma unroll
+          for (int i = 0; i < kMI; ++i)
+#pragma unroll
+            for (int j = 0; j < kNI; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+        }
+      }
+      cp_async_wait<0>();
+      return;
+    }
     // Prologue: slices 0 .. kAhead - 1 in flight (a group per slice, empty past them, so the count of groups a
     // wait leaves pending always means the same slices).
 #pragma unroll
     for (int st = 0; st < kAhead; ++st) {
-      if (st < count) copy_stage(kt0 + st, st);
+      if (st < count) copy_stage(kt0 + st, st, m0, k0);
       cp_async_commit();
     }
     int read = 0, write = kAhead;
@@ -584,7 +755,7 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
         wgmma_wait<1>();             // and this warpgroup's slice it - 2 multiplied
       }
       __syncthreads();  // ... everyone's; buffer `write` (slice it - 1, wgmma: it - 2) is no longer read
-      if (it + kAhead < count) copy_stage(kt0 + it + kAhead, write);
+      if (it + kAhead < count) copy_stage(kt0 + it + kAhead, write, m0, k0);
       cp_async_commit();
       if constexpr (kMma != 0) {
         wgmma_fence();
@@ -670,111 +841,7 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
         }
   }
 
-  // Epilogue: accumulators (+ bias) -> shared as T, [k][m] for NCHW, [m][k] for NHWC (the last barrier freed the
-  // staging buffers), then stored in 8-element chunks: runs of consecutive outputs of y, a pixel's channels (NHWC)
-  // or a channel's pixels (NCHW, pq a multiple of 8). chunk_at gives chunk idx's offset in y, -1 outside it.
-  constexpr int kColChunks = kTileN / 8, kRowChunks = kTileM / 8, kStoreChunks = kTileM * kTileN / 8;
-  constexpr int kPer = (kStoreChunks + kThreads - 1) / kThreads;  // chunks per thread
-  auto chunk_at = [&](int idx) -> long long {
-    if constexpr (kStoreNhwc != 0) {
-      const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * 8, m = m0 + row;
-      if (m >= m_total || (kK % kTileN != 0 && k >= kK)) return -1;
-      return static_cast<long long>(m) * kK + k;
-    } else {
-      const int col = idx / kRowChunks, k = k0 + col, m = m0 + (idx - col * kRowChunks) * 8;
-      if ((kK % kTileN != 0 && k >= kK) || m >= m_total) return -1;
-      const int img = m / pq;
-      return (static_cast<long long>(img) * kK + k) * pq + (m - img * pq);
-    }
-  };
-  const bool vectors = (kStoreNhwc ? kK % 8 == 0 : pq % 8 == 0) && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
-  const bool r_vectors = (reinterpret_cast<unsigned long long>(a.res) & 15) == 0;
-  // An epilogue's residual chunks are loaded before the tile is staged, so their latency overlaps it (up to 8 chunks,
-  // 32 registers, a thread; beyond that each is read as it is stored).
-  constexpr bool kPrefetch = Epi::kResidual && kPer <= 8;
-  constexpr int kStoreUnroll = kPer <= 8 ? kPer : 4;
-  Chunk residual[kPrefetch ? kPer : 1];
-  if constexpr (kPrefetch) {
-    if (vectors && r_vectors) {
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        const int idx = tid + i * kThreads;
-        const long long at = kStoreChunks % kThreads == 0 || idx < kStoreChunks ? chunk_at(idx) : -1;
-        if (at >= 0) residual[i] = *reinterpret_cast<const Chunk*>(a.res + at);
-      }
-    }
-  }
-  T* const s_out = smem;
-  const int gid = lane / 4, tig = lane % 4;
-#pragma unroll
-  for (int j = 0; j < kNI; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int col = warp_n * kWarpN + j * 8 + tig * 2 + e;
-      float b = 0.f;
-      if (kBias && (kK % kTileN == 0 || k0 + col < kK)) b = to_float(a.bias[k0 + col]);
-#pragma unroll
-      for (int i = 0; i < kMI; ++i) {
-        const int row = warp_m * kWarpM + i * 16 + gid;
-        if (kStoreNhwc) {
-          s_out[row * G::kOutPitchNhwc + col] = from_float<T>(acc[i][j][e] + b);
-          s_out[(row + 8) * G::kOutPitchNhwc + col] = from_float<T>(acc[i][j][e + 2] + b);
-        } else {
-          s_out[col * G::kOutPitch + row] = from_float<T>(acc[i][j][e] + b);
-          s_out[col * G::kOutPitch + row + 8] = from_float<T>(acc[i][j][e + 2] + b);
-        }
-      }
-    }
-  __syncthreads();
-  // The staged chunk idx: 8 consecutive elements of s_out.
-  auto staged = [&](int idx) -> const T* {
-    if constexpr (kStoreNhwc != 0) {
-      const int row = idx / kColChunks;
-      return s_out + row * G::kOutPitchNhwc + (idx - row * kColChunks) * 8;
-    } else {
-      const int col = idx / kRowChunks;
-      return s_out + col * G::kOutPitch + (idx - col * kRowChunks) * 8;
-    }
-  };
-  if (vectors) {
-#pragma unroll kStoreUnroll
-    for (int i = 0; i < kPer; ++i) {
-      const int idx = tid + i * kThreads;
-      if (kStoreChunks % kThreads != 0 && idx >= kStoreChunks) break;
-      const long long at = chunk_at(idx);
-      if (at < 0) continue;
-      Chunk v = *reinterpret_cast<const Chunk*>(staged(idx));
-      if constexpr (kPrefetch) {
-        apply_epilogue_pack<Epi>(v, r_vectors ? reinterpret_cast<const T*>(&residual[i]) : a.res + at, r_vectors);
-      } else {
-        apply_epilogue_pack<Epi>(v, a.res + at, r_vectors);
-      }
-      *reinterpret_cast<Chunk*>(a.y + at) = v;
-    }
-  } else if constexpr (kStoreNhwc != 0) {
-    // K not a multiple of 8 or y misaligned: a chunk's channels one by one.
-#pragma unroll 4
-    for (int idx = tid; idx < kStoreChunks; idx += kThreads) {
-      const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * 8, m = m0 + row;
-      if (m >= m_total || (kK % kTileN != 0 && k >= kK)) continue;
-      const long long at = static_cast<long long>(m) * kK + k;
-      const T* src = staged(idx);
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        if (kK % 8 == 0 || k + e < kK) a.y[at + e] = apply_epilogue<Epi>(src[e], a.res + at + e);
-    }
-  } else {
-    // Pixels per image not a multiple of 8 or y misaligned: element by element, coalesced along the pixels.
-#pragma unroll 4
-    for (int idx = tid; idx < kTileN * kTileM; idx += kThreads) {
-      const int col = idx / kTileM, mm = idx - col * kTileM;
-      const int k = k0 + col, m = m0 + mm;
-      if ((kK % kTileN != 0 && k >= kK) || m >= m_total) continue;
-      const int img = m / pq;
-      const long long at = (static_cast<long long>(img) * kK + k) * pq + (m - img * pq);
-      a.y[at] = apply_epilogue<Epi>(s_out[col * G::kOutPitch + mm], a.res + at);
-    }
-  }
+  epilogue(smem);
 }
 
 /// Bytes of the repacking kernel's workspace before its split-K part (the barrier counter), and the alignment of
@@ -792,6 +859,9 @@ __host__ __device__ constexpr long long igemm_align256(long long bytes) {
 // kStages [stages] 0: register-staged double buffer, 2..8: cp.async pipeline of that many shared buffers,
 // kSplitK [split_k] blocks sharing one output tile's reduction (workspace: igemm_counter_bytes of zeroed arrival
 // counters, one per tile, then a float partial tile per block).
+// kPersist [persist] 1: one balanced wave of blocks (LaunchShape::balance_units), each taking output tiles
+// blockIdx.x + i * gridDim.x with its cp.async pipeline running on into the next tile while it stores the last
+// (an NCHW 1x1 read as pixel runs, split_k 1; the tile is staged past the stage buffers).
 // kLayout: 0 NCHW (x {N,C,H,W}, w {K,C,R,S}, y {N,K,P,Q}), 1 channels last (x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K}),
 // 2 NCHW repacked [repack]: one cooperative launch (every block resident, LaunchShape::cooperative) that first
 // copies x into the workspace as {N,H,W,C} and w as {K,R,S,C} (16-byte aligned, whatever x and w are), then, after a
@@ -802,7 +872,7 @@ __host__ __device__ constexpr long long igemm_align256(long long bytes) {
 // epilogue (NoEpilogue without one).
 template <class T, int kLayout, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW,
           int kTileM, int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kMma, int kStages,
-          int kSplitK, int kBias, class Epi = NoEpilogue>
+          int kSplitK, int kBias, int kPersist, class Epi = NoEpilogue>
 __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlocks)
     conv2d_igemm(Args<T> a, void* workspace) {
   extern __shared__ float4 shared_raw[];
@@ -811,8 +881,9 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
            : reinterpret_cast<unsigned long long>(shared_raw));
   if constexpr (kLayout != 2) {
     igemm_tile<T, kLayout, kLayout, kC, kK, kR, kS, kStrideH, kStrideW, kDilH, kDilW, kTileM, kTileN, kTileK,
-               kWarpsM, kWarpsN, kMma, kStages, kSplitK, kBias, Epi>(a, workspace, smem, blockIdx.x, blockIdx.y,
-                                                                 blockIdx.z, gridDim.x, gridDim.x * gridDim.y);
+               kWarpsM, kWarpsN, kMma, kStages, kSplitK, kBias, kPersist, Epi>(a, workspace, smem, blockIdx.x,
+                                                                           blockIdx.y, blockIdx.z, gridDim.x,
+                                                                           gridDim.x * gridDim.y);
   } else {
     static_assert(kC % 8 == 0 && kStages > 0, "repacking feeds the cp.async pipeline 8-channel taps");
     constexpr int kThreads = (kMma ? 128 : 32) * kWarpsM * kWarpsN;
@@ -905,8 +976,8 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
     b.wt = ws;
     for (int t = blockIdx.x; t < tiles_mn * kSplitK; t += gridDim.x) {
       igemm_tile<T, 1, 0, kC, kK, kR, kS, kStrideH, kStrideW, kDilH, kDilW, kTileM, kTileN, kTileK, kWarpsM,
-                 kWarpsN, kMma, kStages, kSplitK, kBias, Epi>(b, split_ws, smem, t % tiles_m, (t / tiles_m) % tiles_n,
-                                                         t / tiles_mn, tiles_m, tiles_mn);
+                 kWarpsN, kMma, kStages, kSplitK, kBias, 0, Epi>(b, split_ws, smem, t % tiles_m,
+                                                            (t / tiles_m) % tiles_n, t / tiles_mn, tiles_m, tiles_mn);
       __syncthreads();  // the tile's epilogue has read the shared memory the next tile's copies write
     }
     // Every block passed the barrier before counting itself out here: the last one resets it for the next launch.

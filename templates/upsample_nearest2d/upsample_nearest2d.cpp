@@ -624,6 +624,21 @@ class UpsampleFamily final : public Family {
                          "c=128;direction=" + std::string(dir) + ";dtype=float16;in_h=96;in_w=96;layout=nhwc;"
                          "mode=nearest;n=8;out_h=144;out_w=144;scale_h=1.5;scale_w=1.5");
     }
+    // Inputs a few elements into their allocation (issue 19: "_src+N"): an exact 2x forward's input class is a
+    // problem of its own (align = the offset's largest power-of-two byte divisor), tuned with the input placed there.
+    const std::pair<std::string, int> views[] = {{"upsample2x_fwd_float16_8x256x128x128", 1},
+                                                 {"upsample2x_fwd_float16_8x256x128x128_nhwc", 1},
+                                                 {"upsample2x_fwd_float32_8x256x128x128", 1},
+                                                 {"upsample2x_fwd_float16_2x640x64x64", 3}};
+    for (const auto& [base, offset] : views) {
+      const auto at = std::find_if(cases.begin(), cases.end(), [&](const auto& c) { return c.first == base; });
+      const auto aligned = parse_problem(at->second);
+      const auto& u = static_cast<const UpsampleProblem&>(*aligned);
+      const std::int64_t bytes = offset * static_cast<std::int64_t>(dtype_size(u.dtype()));
+      const auto align = static_cast<std::uint8_t>(std::min<std::int64_t>(bytes & -bytes, 16));
+      cases.emplace_back(base + "_src+" + std::to_string(offset),
+                         UpsampleProblem(u.direction(), u.shape(), align).signature());
+    }
     return cases;
   }
 

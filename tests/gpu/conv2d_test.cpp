@@ -415,7 +415,8 @@ TEST_CASE("NCHW 1x1 convolutions read x in place as pixel runs (wgmma's pixel-ma
   const Family& fam = templates::conv2d::conv2d_family();
   // H * W a multiple of 8 (16-byte runs), of 4 (8-byte pieces) and only of 2 (4-byte pieces), so runs of a tile
   // cross images; C off 64 (a partial last stage, zero-filled), K off the tile, pixels off the tile; bias; an
-  // epilogue with a residual; both 16-bit types.
+  // epilogue with a residual; both 16-bit types. Persistent blocks (persist 1) too, on a layer of more tiles than
+  // resident blocks, so each block stores several tiles while copying the next.
   struct Shape {
     std::int64_t n, c, h, w, k;
     bool bias;
@@ -423,37 +424,46 @@ TEST_CASE("NCHW 1x1 convolutions read x in place as pixel runs (wgmma's pixel-ma
     DType dtype;
   };
   driver::StreamHandle stream;
-  std::size_t launched = 0;
+  std::size_t launched = 0, persistent = 0;
   for (const Shape& k : {Shape{3, 72, 16, 20, 96, true, "", DType::kFloat16},
                          Shape{5, 64, 14, 14, 64, false, "", DType::kBFloat16},
                          Shape{2, 136, 15, 18, 200, true, "y = max(acc + r, 0.0f)", DType::kFloat16},
-                         Shape{7, 256, 7, 8, 72, false, "", DType::kBFloat16}}) {
+                         Shape{7, 256, 7, 8, 72, false, "", DType::kBFloat16},
+                         Shape{8, 64, 56, 56, 200, true, "y = max(acc + r, 0.0f)", DType::kFloat16}}) {
     templates::conv2d::ConvProblem::Shape s;
     s.n = k.n, s.c = k.c, s.h = k.h, s.w = k.w, s.k = k.k, s.r = s.s = 1, s.bias = k.bias, s.epilogue = k.epilogue;
     const templates::conv2d::ConvProblem p(k.dtype, s);
     INFO(p.signature());
     std::vector<Config> configs;
     auto add = [&](std::int64_t tm, std::int64_t tn, std::int64_t wm, std::int64_t wn, std::int64_t stages,
-                   std::int64_t split) {
-      Config c{{"algo", 1}, {"mma", 1}, {"tile_m", tm}, {"tile_n", tn}, {"tile_k", 64}, {"warps_m", wm},
-               {"warps_n", wn}, {"min_blocks", 1}, {"stages", stages}, {"split_k", split}, {"repack", 0}};
+                   std::int64_t split, std::int64_t persist = 0) {
+      Config c{{"algo", 1},      {"mma", 1},         {"tile_m", tm},       {"tile_n", tn},
+               {"tile_k", 64},   {"warps_m", wm},    {"warps_n", wn},      {"min_blocks", 1},
+               {"stages", stages}, {"split_k", split}, {"repack", 0},        {"persist", persist}};
       for (const Param& param : fam.space().params())
         if (!c.find(param.name)) c.set(param.name, param.values.front());
       c = fam.space().canonical(std::move(c));
       INFO(c.text());
       // Split-K without a stage for every split is refused on the short reductions.
-      if (templates::conv2d::kernel_limits(p, c, rt.device()).empty()) configs.push_back(c);
+      if (templates::conv2d::kernel_limits(p, c, rt.device()).empty()) {
+        configs.push_back(c);
+        persistent += static_cast<std::size_t>(persist);
+      }
     };
     add(128, 64, 2, 1, 4, 1);
     add(64, 64, 1, 1, 3, 1);
     add(128, 128, 2, 1, 6, 2);
     add(64, 128, 1, 2, 8, 1);
     add(128, 64, 2, 1, 3, 2);
-    REQUIRE(configs.size() >= 2);
+    add(64, 64, 1, 1, 3, 1, 1);
+    add(128, 64, 2, 1, 4, 1, 1);
+    add(64, 128, 1, 2, 8, 1, 1);
+    REQUIRE(configs.size() >= 3);
     CHECK(launch_and_check(rt, p, configs, stream.get()) == configs.size());
     launched += configs.size();
   }
-  CHECK(launched >= 10);
+  CHECK(launched >= 20);
+  CHECK(persistent >= 8);
   // Through the public call: the default of a large 1x1 reads x in place (stages, no repack); an x or w off 16
   // bytes runs the same tiles through registers (Family::variant), still correct.
   templates::conv2d::ConvProblem::Shape s;

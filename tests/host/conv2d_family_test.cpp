@@ -39,6 +39,17 @@ const templates::conv2d::ConvProblem& as_conv(const Problem& p) {
   return static_cast<const templates::conv2d::ConvProblem&>(p);
 }
 
+// A config within the kernel's limits whose kernel NVRTC builds for `dev` without spilling; returns its name.
+std::string require_compiles(Compiler& compiler, const Problem& q, const Config& c, const DeviceInfo& dev) {
+  REQUIRE(templates::conv2d::kernel_limits(as_conv(q), c, dev).empty());
+  const KernelSource src = fam().source(q, c);
+  const CompiledProgram out = compiler.compile(src.program, {src.name_expression}, dev.arch(), true);
+  INFO(out.log);
+  REQUIRE(out.ok);
+  CHECK_FALSE(out.resources.at(0).spills());
+  return src.name_expression;
+}
+
 // y[n][k][oy][ox] by the definition, one output at a time (independent of the family's loop order).
 double naive(const templates::conv2d::ConvProblem& p, const std::vector<std::byte>& x, const std::vector<std::byte>& w,
              const std::vector<std::byte>* bias, std::int64_t n, std::int64_t k, std::int64_t oy,
@@ -668,15 +679,75 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
       Config c = h;
       c.set("tile_m", tm), c.set("tile_n", tn), c.set("warps_m", wm), c.set("stages", stages), c.set("split_k", split);
       INFO(dtype, " ", c.text());
-      REQUIRE(templates::conv2d::kernel_limits(as_conv(*q), c, hopper).empty());
-      const KernelSource src = fam().source(*q, c);
-      const CompiledProgram out = compiler.compile(src.program, {src.name_expression}, hopper.arch(), true);
-      INFO(out.log);
-      REQUIRE(out.ok);
-      CHECK_FALSE(out.resources.at(0).spills());
+      require_compiles(compiler, *q, c, hopper);
       ++compiled;
     }
   }
+  CHECK(compiled == 6);
+}
+
+TEST_CASE("persist 1: the NCHW 1x1 pixel-run pipeline in one balanced wave of tile-taking blocks; rules, NVRTC") {
+  const DeviceInfo hopper = nominal_device(90);
+  auto one = [](const char* c, const char* k, std::map<std::string, std::string> more = {}) {
+    std::map<std::string, std::string> o{{"dtype", "float16"}, {"n", "32"}, {"c", c},  {"h", "56"},
+                                         {"w", "56"},          {"k", k},    {"r", "1"}};
+    for (auto& [key, v] : more) o[key] = v;
+    return problem(o);
+  };
+  auto expand = one("64", "256");
+  Config c = fam().heuristic(*expand, hopper);
+  REQUIRE(c.at("stages") == 3);
+  CHECK(c.at("persist") == 0);  // the default is not persistent
+  c.set("tile_m", 64), c.set("warps_m", 1), c.set("tile_n", 64), c.set("persist", 1);
+  CHECK(fam().validate(*expand, c, hopper).empty());
+  // The ring keeps all its stages (the next tile's copies land while this one is stored) and the tile is staged in
+  // its own region past them: 3 x (64 + 64) x 64 halves + 64 channels x 72 halves + the 1024-byte alignment.
+  const LaunchShape shape = fam().launch_shape(*expand, c, hopper);
+  CHECK(shape.shared_bytes == 3 * 128 * 64 * 2 + 64 * 72 * 2 + 1024);
+  CHECK(shape.balance_units == 32 * 56 * 56 / 64 * 4);  // every output tile, shared out at load
+  CHECK(shape.grid.y == 1);
+  CHECK(shape.grid.z == 1);
+  Config plain = c;
+  plain.set("persist", 0);
+  CHECK(fam().launch_shape(*expand, plain, hopper).balance_units == 0);
+  // Only the pixel-run pipeline without split-K; the reason names what to change.
+  auto why = [&](const Problem& q, std::initializer_list<std::pair<const char*, std::int64_t>> changes) {
+    Config x = c;
+    for (auto [name, value] : changes) x.set(name, value);
+    return fam().validate(q, x, hopper);
+  };
+  CHECK(why(*one("256", "64"), {{"split_k", 2}}).find("persist 1 runs the NCHW 1x1 pixel-run pipeline") !=
+        std::string::npos);
+  CHECK(why(*one("64", "256", {{"layout", "nhwc"}}), {}).find("persist 1") != std::string::npos);
+  CHECK(why(*one("64", "256", {{"r", "3"}, {"padding", "1"}}), {{"repack", 1}, {"stages", 4}}).find("persist 1") !=
+        std::string::npos);
+  // A misaligned call runs the same tiles through registers (variant 1), which is never persistent.
+  const Config v = fam().variant_config(*expand, c, 1, hopper);
+  CHECK(v.at("persist") == 0);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*expand), v, hopper).empty());
+  // The tuner offers both values where the pipeline applies, and only 0 elsewhere.
+  std::size_t pruned = 0, persistent = 0;
+  for (const Config& x : tuner::legal_candidates(fam(), *expand, hopper, pruned)) persistent += x.at("persist");
+  CHECK(persistent >= 4);
+  for (const Config& x : tuner::legal_candidates(fam(), *one("64", "64", {{"r", "3"}, {"padding", "1"}}), hopper,
+                                                  pruned))
+    CHECK(x.at("persist") == 0);
+  // NVRTC: both 16-bit types, one and two warpgroups, 64 and 128 channels, 3 to 8 stages, bias and an epilogue,
+  // a reduction of several stages a tile and runs of 4 pixels (14 x 14 maps), all without spilling.
+  Compiler compiler;
+  std::size_t compiled = 0;
+  for (const char* dtype : {"float16", "bfloat16"})
+    for (auto [cin, h, tm, tn, wm, stages] : {std::array<std::int64_t, 6>{64, 56, 64, 64, 1, 3},
+                                              {1024, 14, 128, 128, 2, 4}, {256, 56, 64, 128, 1, 8}}) {
+      auto q = one(std::to_string(cin).c_str(), "256",
+                   {{"dtype", dtype}, {"h", std::to_string(h)}, {"w", std::to_string(h)}, {"bias", "1"},
+                    {"epilogue", "y = max(acc + r, 0.0f)"}});
+      Config x = c;
+      x.set("tile_m", tm), x.set("tile_n", tn), x.set("warps_m", wm), x.set("stages", stages);
+      INFO(dtype, " ", x.text());
+      CHECK(require_compiles(compiler, *q, x, hopper).find(", 1, jitune_conv_epilogue>") != std::string::npos);
+      ++compiled;
+    }
   CHECK(compiled == 6);
 }
 
@@ -844,9 +915,11 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
                                      (param.when == "algo" && param.is == 3 && value != param.values.front()));
           // wgmma (mma 1) is sm_90's only.
           const bool sm90_only = cc != 90 && param.name == "mma" && value == 1;
+          // persist 1 runs only an NCHW 1x1 read as pixel runs (its own test above); this layer is 3x3.
+          const bool pixel_runs_only = param.name == "persist" && value == 1;
           CHECK(seen.count({param.name, value}) == (too_wide || tensor_cores_only || direct_only ||
                                                             short_reduction_only || sm90_only || nchw_only ||
-                                                            float32_only
+                                                            float32_only || pixel_runs_only
                                                         ? 0u
                                                         : 1u));
         }

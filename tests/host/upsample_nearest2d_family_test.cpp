@@ -4,8 +4,10 @@
 // sm_90 (every kernel template, both layouts, every dtype).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
+#include <string_view>
 
 #include "runtime/compiler.hpp"
 #include "templates/host_float.hpp"
@@ -407,18 +409,36 @@ TEST_CASE("64-bit indices by rule for tensors past 2^30 elements") {
   CHECK_FALSE(small.index64());
 }
 
-TEST_CASE("the default suite holds the 12 public cases, their NHWC twins and 4 general-scale cases") {
+TEST_CASE("the default suite: the 12 public cases, their NHWC twins, 4 general scales and 4 misaligned views") {
   auto suite = fam().default_suite();
-  REQUIRE(suite.size() == 28);
+  REQUIRE(suite.size() == 32);
   CHECK(suite[0].first == "upsample2x_fwd_float32_16x32x80x80");
   CHECK(suite[5].first == "upsample2x_bwd_float32_8x256x128x128");
   CHECK(suite[12].first == "upsample2x_fwd_float32_16x32x80x80_nhwc");
+  // The views' classes: the offset's bytes' largest power-of-two divisor (2 for one float16, 4 for one float32, 2
+  // for three float16: 6 bytes).
+  const std::pair<const char*, int> views[] = {{"upsample2x_fwd_float16_8x256x128x128_src+1", 2},
+                                               {"upsample2x_fwd_float16_8x256x128x128_nhwc_src+1", 2},
+                                               {"upsample2x_fwd_float32_8x256x128x128_src+1", 4},
+                                               {"upsample2x_fwd_float16_2x640x64x64_src+3", 2}};
   for (std::size_t i = 0; i < suite.size(); ++i) {
     auto p = fam().parse_problem(suite[i].second);
     INFO(suite[i].first);
     CHECK(p->signature() == suite[i].second);
-    CHECK(static_cast<const UpsampleProblem&>(*p).packed_2x() == (i < 24));
-    CHECK(static_cast<const UpsampleProblem&>(*p).src_align() == 16);
+    const auto& u = static_cast<const UpsampleProblem&>(*p);
+    CHECK(u.packed_2x() == (i < 24 || i >= 28));
+    if (i < 28) {
+      CHECK(u.src_align() == 16);
+      continue;
+    }
+    CHECK(suite[i].first == views[i - 28].first);
+    CHECK(u.src_align() == views[i - 28].second);
+    CHECK(suite[i].second.rfind("align=" + std::to_string(views[i - 28].second) + ";", 0) == 0);
+    // The same problem as its aligned base case but for the class.
+    const std::string base(views[i - 28].first, std::string_view(views[i - 28].first).rfind("_src+"));
+    const auto at = std::find_if(suite.begin(), suite.end(), [&](const auto& c) { return c.first == base; });
+    REQUIRE(at != suite.end());
+    CHECK(suite[i].second.substr(suite[i].second.find(';') + 1) == at->second);
   }
 }
 
