@@ -15,7 +15,9 @@
 # With "refresh": the cases this GPU's caches do not serve exactly (`jitune tune --suite default --missing`, the
 #   families given or all), tuned into a scratch store seeded with this GPU model's shipped file, and exported with
 #   only current records (`cache export --current`) to $OUT/refresh.jsonl: the new shipped file for that model
-#   (copy it to cache/shipped/ on the development machine); then `explain --suite default` there.
+#   (copy it to cache/shipped/ on the development machine); then `explain --suite default` there. The device tool
+#   brings back at most 8 files from $OUT: a call that writes more beside a refresh may lose refresh.jsonl (it did
+#   once; `jitune cache export --current` from a warm machine's store got it back), so keep such calls small.
 #   usage: [BUILD=build] bench/device.sh [tests|bench|python|inductor|vs_inductor|firstcall|profile|metrics|refresh|all]
 #          [family ...]
 #   (default: all)

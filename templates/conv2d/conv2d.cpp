@@ -247,10 +247,14 @@ class ConvFamily final : public Family {
       bool nhwc = false;
     };
     auto name_of = [](const char* dtype, const Row& r) {
-      return std::string("conv_") + dtype + "_N" + std::to_string(r.n) + "C" + std::to_string(r.c) + "H" +
-             std::to_string(r.h) + "W" + std::to_string(r.w) + "K" + std::to_string(r.k) + "R" + std::to_string(r.r) +
-             (r.stride > 1 ? "S" + std::to_string(r.stride) : "") + (r.pad > 0 ? "P" + std::to_string(r.pad) : "") +
-             (r.nhwc ? "_nhwc" : "");
+      // Appended piece by piece: GCC 12's -Wrestrict misreads `"S" + std::to_string(...)` (a false positive).
+      std::string name = std::string("conv_") + dtype + "_N" + std::to_string(r.n) + "C" + std::to_string(r.c) + "H" +
+                         std::to_string(r.h) + "W" + std::to_string(r.w) + "K" + std::to_string(r.k) + "R" +
+                         std::to_string(r.r);
+      if (r.stride > 1) name += 'S' + std::to_string(r.stride);
+      if (r.pad > 0) name += 'P' + std::to_string(r.pad);
+      if (r.nhwc) name += "_nhwc";
+      return name;
     };
     auto signature_of = [](const char* dtype, const Row& r, const char* epilogue = nullptr) {
       ConvProblem::Shape s;
