@@ -630,7 +630,9 @@ class UpsampleFamily final : public Family {
                                                  {"upsample2x_fwd_float16_8x256x128x128_nhwc", 1},
                                                  {"upsample2x_fwd_float32_8x256x128x128", 1},
                                                  {"upsample2x_fwd_float16_2x640x64x64", 3}};
-    for (const auto& [base, offset] : views) {
+    for (const auto& view : views) {
+      const std::string& base = view.first;
+      const int offset = view.second;
       const auto at = std::find_if(cases.begin(), cases.end(), [&](const auto& c) { return c.first == base; });
       const auto aligned = parse_problem(at->second);
       const auto& u = static_cast<const UpsampleProblem&>(*aligned);
