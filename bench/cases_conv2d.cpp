@@ -1,7 +1,8 @@
 // Conv2d bench cases (bench-cases.md and issue 18): the seed article's case and the small-channel rows, float32
 // and float16, then float16 network layers, three of them channels last, and four with fused epilogues (bias +
-// ReLU, bias + residual + ReLU). Each verifies the tuned and the heuristic-default runtime against the CPU reference through
-// jitune::conv2d, then times both alternately; GFLOP/s are 2 * N * K * P * Q * C * R * S over the time.
+// ReLU, bias + residual + ReLU), then float32 network layers, exact and with the TF32 opt-in. Each verifies the
+// tuned and the heuristic-default runtime against the CPU reference through jitune::conv2d, then times both
+// alternately; GFLOP/s are 2 * N * K * P * Q * C * R * S over the time.
 #include "bench/bench_case.hpp"
 #include "templates/conv2d/conv2d.hpp"
 #include "tuner/measure.hpp"
@@ -30,6 +31,7 @@ nlohmann::json run_conv2d(Context& ctx, const std::string& signature) {
   params.dilation = {s.dilation_h, s.dilation_w};
   params.layout = s.layout;
   params.epilogue = s.epilogue;
+  params.precision = s.precision;
   driver::StreamHandle stream;
   const auto st = reinterpret_cast<Stream>(stream.get());
   nlohmann::json row;

@@ -3,8 +3,8 @@
 
 Large cases: one call between two CUDA events, 10 warm-ups, median of 50. Small cases (bytes < 4x L2): 100
 back-to-back calls between two events divided by 100, median of 20 groups. Inputs are fresh random values, never
-zero; each case's result is checked before it is timed. TF32 off, cudnn.benchmark on. Cases come from the modules
-in bench/peer/ (one per jitune family). Writes JSON for bench/compare.py.
+zero; each case's result is checked before it is timed. TF32 off (on only for cases marked "tf32"), cudnn.benchmark
+on. Cases come from the modules in bench/peer/ (one per jitune family). Writes JSON for bench/compare.py.
 
 With --inductor each case is also compiled with torch.compile(mode="max-autotune-no-cudagraphs", fullgraph=True,
 dynamic=False) from its plain PyTorch expression (the case module's third setup value: function, inputs, check),
@@ -142,6 +142,9 @@ def main():
         for case in importlib.import_module(f"peer.{mod}").cases():
             if args.case and not any(text in case["case"] for text in args.case):
                 continue
+            # TF32 only where the case opts in (conv2d's "_tf32" cases), for its eager and Inductor runs alike.
+            torch.backends.cudnn.allow_tf32 = bool(case.get("tf32"))
+            torch.backends.cuda.matmul.allow_tf32 = bool(case.get("tf32"))
             run, check, pure = case["setup"]()
             run()
             torch.cuda.synchronize()

@@ -18,6 +18,8 @@ static_assert(JITUNE_FLOAT32 == static_cast<int>(DType::kFloat32) &&
               JITUNE_INT16 == static_cast<int>(DType::kInt16) &&
               JITUNE_INT32 == static_cast<int>(DType::kInt32) &&
               JITUNE_INT64 == static_cast<int>(DType::kInt64));
+static_assert(JITUNE_FP32_IEEE == static_cast<int>(Fp32Precision::kIeee) &&
+              JITUNE_FP32_TF32 == static_cast<int>(Fp32Precision::kTF32));
 static_assert(JITUNE_NCHW == static_cast<int>(ImageLayout::kNCHW) &&
               JITUNE_NHWC == static_cast<int>(ImageLayout::kNHWC));
 static_assert(JITUNE_NEAREST == static_cast<int>(NearestMode::kNearest) &&
@@ -79,6 +81,8 @@ Conv2dCall conv2d_arg(const jitune_conv2d_params* in, const char* fn) {
   std::copy_n(c.dilation, 2, p.dilation.begin());
   p.layout = static_cast<ImageLayout>(enum_arg(c.layout, 2, "jitune_image_layout", fn, "params->layout"));
   if (c.epilogue) call.epilogue = c.epilogue;
+  p.precision =
+      static_cast<Fp32Precision>(enum_arg(c.precision, 2, "jitune_fp32_precision", fn, "params->precision"));
   return call;
 }
 

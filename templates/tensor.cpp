@@ -24,6 +24,10 @@ std::string_view image_layout_name(ImageLayout layout) noexcept {
   return layout == ImageLayout::kNHWC ? "nhwc" : "nchw";
 }
 
+std::string_view fp32_precision_name(Fp32Precision precision) noexcept {
+  return precision == Fp32Precision::kTF32 ? "tf32" : "ieee";
+}
+
 std::string_view dtype_name(DType dtype) noexcept {
   switch (dtype) {
     case DType::kFloat32: return "float32";

@@ -20,6 +20,8 @@ CHANNELS_LAST_ROWS = [(32, 64, 56, 56, 64, 3, 1, 1), (32, 256, 14, 14, 256, 3, 1
 FLOAT32_ROWS = [(1, 64, 56, 56, 64, 3, 1, 1), (32, 64, 56, 56, 64, 3, 1, 1), (32, 128, 28, 28, 128, 3, 1, 1),
                 (32, 256, 14, 14, 256, 3, 1, 1), (32, 512, 7, 7, 512, 3, 1, 1), (1, 256, 14, 14, 256, 3, 1, 1)]
 FLOAT32_CHANNELS_LAST_ROWS = [(32, 64, 56, 56, 64, 3, 1, 1)]
+# The same float32 layers where the caller allows TF32 (issue 18 item 3's opt-in, "_tf32"): jitune's precision="tf32"
+# against cuDNN with torch.backends.cudnn.allow_tf32 on for that case (peer_torch.py reads the case's "tf32").
 # Fused epilogues (issue 18 item 4), float16 with a bias: (row, channels last, name suffix, residual). PyTorch runs
 # the chain a user writes, relu(conv2d(x, w, b) [+ r]); jitune one kernel (jitune's epilogue "y = max(acc [+ r],
 # 0.0f)", templates/conv2d/conv2d.cpp).
@@ -35,7 +37,9 @@ def cases():
             [_case("float16", *row, nhwc=True) for row in CHANNELS_LAST_ROWS] +
             [_case("float16", *row, nhwc=nhwc, fused=(suffix, residual)) for row, nhwc, suffix, residual in FUSED_ROWS] +
             [_case("float32", *row) for row in FLOAT32_ROWS] +
-            [_case("float32", *row, nhwc=True) for row in FLOAT32_CHANNELS_LAST_ROWS])
+            [_case("float32", *row, nhwc=True) for row in FLOAT32_CHANNELS_LAST_ROWS] +
+            [_case("float32", *row, tf32=True) for row in FLOAT32_ROWS] +
+            [_case("float32", *row, nhwc=True, tf32=True) for row in FLOAT32_CHANNELS_LAST_ROWS])
 
 
 def fused_name(dtype, row, nhwc, suffix):
@@ -48,7 +52,7 @@ def _name(dtype, n, c, h, w, k, r, stride, pad, nhwc):
             (f"P{pad}" if pad else "") + ("_nhwc" if nhwc else ""))
 
 
-def _case(dtype, n, c, h, w, k, r, stride, pad, nhwc=False, fused=None):
+def _case(dtype, n, c, h, w, k, r, stride, pad, nhwc=False, fused=None, tf32=False):
     p, q = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - r) // stride + 1
     fmt = torch.channels_last if nhwc else torch.contiguous_format
 
@@ -56,7 +60,7 @@ def _case(dtype, n, c, h, w, k, r, stride, pad, nhwc=False, fused=None):
         dt = getattr(torch, dtype)
         x = nonzero((n, c, h, w), dt).contiguous(memory_format=fmt)
         wt = nonzero((k, c, r, r), dt).contiguous(memory_format=fmt)
-        tol = 1e-4 if dtype == "float32" else 2e-3
+        tol = 1e-4 if dtype == "float32" and not tf32 else 2e-3  # TF32 keeps 10 mantissa bits, as float16
         if fused is None:
             fn, args = (lambda a, b: F.conv2d(a, b, stride=stride, padding=pad)), (x, wt)
         else:
@@ -74,9 +78,9 @@ def _case(dtype, n, c, h, w, k, r, stride, pad, nhwc=False, fused=None):
         return run, check, (fn, args, close)
 
     size = 2 if dtype == "float16" else 4
-    name = _name(dtype, n, c, h, w, k, r, stride, pad, nhwc) + (fused[0] if fused else "")
+    name = _name(dtype, n, c, h, w, k, r, stride, pad, nhwc) + (fused[0] if fused else "") + ("_tf32" if tf32 else "")
     extra = (k + (n * k * p * q if fused[1] else 0)) if fused else 0
-    return {"case": name, "setup": setup,
+    return {"case": name, "setup": setup, "tf32": tf32,
             "bytes": (n * c * h * w + k * c * r * r + n * k * p * q + extra) * size,
             "flops": 2 * n * k * p * q * c * r * r,
             "op": "relu(conv2d(x, w, b) + r)" if fused and fused[1] else

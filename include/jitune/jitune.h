@@ -94,6 +94,9 @@ typedef enum jitune_dtype {
 /** Memory layout of an image batch: jitune::ImageLayout. */
 typedef enum jitune_image_layout { JITUNE_NCHW = 0, JITUNE_NHWC = 1 } jitune_image_layout;
 
+/** How float32 products may be computed: jitune::Fp32Precision (PyTorch's fp32_precision "ieee" / "tf32"). */
+typedef enum jitune_fp32_precision { JITUNE_FP32_IEEE = 0, JITUNE_FP32_TF32 = 1 } jitune_fp32_precision;
+
 /** Source pixel rule of upsample_nearest2d: jitune::NearestMode (PyTorch's mode="nearest" / "nearest-exact").
  */
 typedef enum jitune_nearest_mode { JITUNE_NEAREST = 0, JITUNE_NEAREST_EXACT = 1 } jitune_nearest_mode;
@@ -284,6 +287,10 @@ typedef struct jitune_conv2d_params {
    *  stored) and r (the residual's element at the same position): "y = max(acc + r, 0.0f)". Reading r needs
    *  jitune_conv2d_fused's residual. Jitune::Conv2dParams::epilogue says more. */
   const char* epilogue;
+  /** JITUNE_FP32_IEEE (0; also what a caller built without this field gets): float32 products exact. JITUNE_FP32_TF32:
+   *  a float32 convolution may run on TF32 tensor cores (inputs truncated to 10 mantissa bits, sums in float);
+   *  float16 / bfloat16 ignore it. Jitune::Conv2dParams::precision says more. */
+  jitune_fp32_precision precision;
 } jitune_conv2d_params;
 
 /** jitune::conv2d: y {N, K, P, Q} = conv2d(x, w) + bias {K} (bias NULL: none), then params->epilogue where it

@@ -31,6 +31,18 @@ enum class ImageLayout : std::uint8_t {
 /// "nchw" / "nhwc".
 std::string_view image_layout_name(ImageLayout layout) noexcept;
 
+/// How float32 products may be computed (PyTorch's `fp32_precision`): kIeee, exactly, as float products summed in
+/// float (the default); kTF32, an explicit opt-in to TF32 tensor cores, which read each float32 input's sign,
+/// exponent and top 10 of its 23 mantissa bits (the input truncated toward zero, a relative error below 2^-10) and
+/// sum the products in float. Only float32 problems carry it: float16 / bfloat16 inputs are exact on tensor cores
+/// already, so their problems drop it.
+enum class Fp32Precision : std::uint8_t {
+  kIeee,  ///< float32 products, exact inputs (the default).
+  kTF32,  ///< TF32 tensor cores may run float32 problems (each input truncated to 10 mantissa bits).
+};
+/// "ieee" / "tf32".
+std::string_view fp32_precision_name(Fp32Precision precision) noexcept;
+
 /// The device-code type name used in kernel templates: "float", "__half", "__nv_bfloat16", ...
 std::string_view dtype_cuda_type(DType dtype) noexcept;
 

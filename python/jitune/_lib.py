@@ -160,6 +160,7 @@ class Conv2dParams(_Sized):
         ("dilation", c_int64 * 2),
         ("layout", c_int),
         ("epilogue", c_char_p),
+        ("precision", c_int),
     ]
 
 

@@ -524,9 +524,19 @@ def _sig_dot(x, y, out=None, stream=None):
 
 
 _CONV_LAYOUTS = {"nchw": 0, "nhwc": 1}
+_FP32_PRECISIONS = {"ieee": 0, "tf32": 1}
 
 
-def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw", epilogue=None):
+def _fp32_precision(precision):
+    """The jitune_fp32_precision code of "ieee" (exact float32 products) or "tf32" (TF32 tensor cores allowed)."""
+    code = _FP32_PRECISIONS.get(precision) if isinstance(precision, str) else None
+    if code is None:
+        raise InvalidArgumentError(f"precision {precision!r}; it is 'ieee' (exact float32 products, the default) or "
+                                   "'tf32' (float32 may run on TF32 tensor cores, inputs truncated to 10 mantissa bits)")
+    return code
+
+
+def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw", epilogue=None, precision="ieee"):
     """The jitune_conv2d_params of a call and the stored output shape. layout "nhwc": x is stored (N, H, W, C), w
     (K, R, S, C) and y (N, P, Q, K)."""
     if epilogue is not None and not isinstance(epilogue, str):
@@ -559,6 +569,7 @@ def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw", epilog
     p.dilation[:] = _pair(dilation, "dilation")
     p.layout = _CONV_LAYOUTS[layout]
     p.epilogue = epilogue.encode() if epilogue else None
+    p.precision = _fp32_precision(precision)
     out_shape = (c_int64 * 4)()
     check(lib.jitune_conv2d_output_shape(byref(p), out_shape))
     n, k, h, w_ = tuple(out_shape)
@@ -566,21 +577,25 @@ def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw", epilog
 
 
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None, layout="nchw", epilogue=None,
-           residual=None):
+           residual=None, precision="ieee"):
     """F.conv2d(x, w, bias, stride, padding, dilation) (groups = 1) on contiguous NCHW x (N, C, H, W), w (K, C, R,
     S), bias (K,) or None; float32, float16, bfloat16. Returns y (N, K, P, Q). layout="nhwc" (channels last,
     float16 / bfloat16 on sm_80+): x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K).
 
     epilogue: an expression applied to every output in the same kernel, over acc (the convolution plus bias as
     stored) and r (the element of `residual`, an array shaped and laid out as y): "y = max(acc + r, 0.0f)". The
-    residual must not be `out`."""
+    residual must not be `out`.
+
+    precision: "ieee" (the default) keeps float32 products exact; "tf32" lets a float32 convolution run on TF32
+    tensor cores (sm_80+; each input truncated to 10 mantissa bits, sums in float) where that is faster, like
+    PyTorch's torch.backends.cudnn.conv.fp32_precision = "tf32". float16 / bfloat16 ignore it."""
     (xo, wo, bo, ro, out_op), device, stream, framework = convert(
         (("x", x, False), ("w", w, False), ("bias", bias, False), ("residual", residual, False), ("out", out, True)),
         stream)
     for op, name in ((xo, "x"), (wo, "w"), (bo, "bias"), (ro, "residual")):
         if op is not None:
             _contiguous(op, name)
-    params, out_shape = _conv2d_problem(xo, wo, bo, stride, padding, dilation, layout, epilogue)
+    params, out_shape = _conv2d_problem(xo, wo, bo, stride, padding, dilation, layout, epilogue, precision)
     if ro is not None:
         if tuple(ro.shape) != tuple(out_shape):
             raise InvalidArgumentError(f"residual has shape {tuple(ro.shape)}; it must be the output's {tuple(out_shape)}")
@@ -594,10 +609,10 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=No
 
 
 def _sig_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, out=None, stream=None, layout="nchw", epilogue=None,
-                residual=None):
+                residual=None, precision="ieee"):
     xm, wm = _arrays.meta(x, "x"), _arrays.meta(w, "w")
     bm = _arrays.meta(bias, "bias") if bias is not None else None
-    params, _ = _conv2d_problem(xm, wm, bm, stride, padding, dilation, layout, epilogue)
+    params, _ = _conv2d_problem(xm, wm, bm, stride, padding, dilation, layout, epilogue, precision)
     return text_call(lib.jitune_conv2d_signature, byref(params), xm.dtype, int(bias is not None))
 
 

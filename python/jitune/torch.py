@@ -928,12 +928,21 @@ def _conv_check(x, w, bias, stride, padding, dilation):
     return (x.shape[0], w.shape[0], p, q)
 
 
-_conv_params = {}  # (x shape, w shape, stride, padding, dilation, layout, epilogue) -> jitune_conv2d_params
+_conv_params = {}  # (x shape, w shape, stride, padding, dilation, layout, epilogue, precision) -> jitune_conv2d_params
 _CHANNELS_LAST_DTYPES = (torch.float16, torch.bfloat16)
+_FP32_PRECISIONS = {"ieee": 0, "tf32": 1}
 
 
-def _conv_params_for(x, w, stride, padding, dilation, layout, epilogue=None):
-    key = (x.shape, w.shape, tuple(stride), tuple(padding), tuple(dilation), layout, epilogue)
+def _precision_code(precision):
+    code = _FP32_PRECISIONS.get(precision) if isinstance(precision, str) else None
+    if code is None:
+        _fail(f"conv2d: precision {precision!r}; it is 'ieee' (exact float32 products, the default) or 'tf32' "
+              "(float32 may run on TF32 tensor cores, inputs truncated to 10 mantissa bits)")
+    return code
+
+
+def _conv_params_for(x, w, stride, padding, dilation, layout, epilogue=None, precision=0):
+    key = (x.shape, w.shape, tuple(stride), tuple(padding), tuple(dilation), layout, epilogue, precision)
     params = _conv_params.get(key)
     if params is None:
         params = _lib.Conv2dParams.make()
@@ -944,6 +953,7 @@ def _conv_params_for(x, w, stride, padding, dilation, layout, epilogue=None):
         params.dilation[:] = list(dilation)
         params.layout = layout
         params.epilogue = epilogue.encode() if epilogue else None  # the struct keeps the bytes alive
+        params.precision = precision
         _conv_params[key] = params
     return params
 
@@ -951,15 +961,19 @@ def _conv_params_for(x, w, stride, padding, dilation, layout, epilogue=None):
 _tensor_core_devices = {}  # torch.device -> whether it is sm_80 or newer
 
 
-def _conv_channels_last(x, w, stride, dilation) -> bool:
+def _conv_channels_last(x, w, stride, dilation, precision="ieee") -> bool:
     """Whether conv2d runs x channels last and returns y in torch.channels_last, as F.conv2d does for such an input:
     float16 / bfloat16 on sm_80+ (the tensor-core NHWC kernels), float32 for a 3x3 filter of stride 1 and dilation 1
-    (Winograd, algo 3); otherwise NCHW (a channels-last x is copied)."""
+    (Winograd, algo 3) or with precision "tf32" on sm_80+ (the TF32 tensor-core kernel); otherwise NCHW (a
+    channels-last x is copied)."""
     if not _is_nhwc(x):
         return False
     if x.dtype == torch.float32:
-        return tuple(w.shape[2:]) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
-    if x.dtype not in _CHANNELS_LAST_DTYPES:
+        if tuple(w.shape[2:]) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1):
+            return True
+        if precision != "tf32":
+            return False
+    elif x.dtype not in _CHANNELS_LAST_DTYPES:
         return False
     sm80 = _tensor_core_devices.get(x.device)
     if sm80 is None:
@@ -967,9 +981,10 @@ def _conv_channels_last(x, w, stride, dilation) -> bool:
     return sm80
 
 
-def _conv_cuda(x, w, bias, stride, padding, dilation, epilogue=None, residual=None):
+def _conv_cuda(x, w, bias, stride, padding, dilation, epilogue=None, residual=None, precision="ieee"):
     shape = _conv_check(x, w, bias, stride, padding, dilation)
-    nhwc = _conv_channels_last(x, w, stride, dilation)
+    code = _precision_code(precision)
+    nhwc = _conv_channels_last(x, w, stride, dilation, precision)
     out = _image_like(x, shape, nhwc)
     if residual is not None:
         _residual_check(residual, x, shape)
@@ -982,7 +997,7 @@ def _conv_cuda(x, w, bias, stride, padding, dilation, epilogue=None, residual=No
     else:
         x, w = _contiguous(x), _contiguous(w)
     bias_ptr = None if bias is None else _contiguous(bias).data_ptr()
-    params = _conv_params_for(x, w, stride, padding, dilation, 1 if nhwc else 0, epilogue)
+    params = _conv_params_for(x, w, stride, padding, dilation, 1 if nhwc else 0, epilogue, code)
     dev = _device(x)
     rt = _handles.get(dev) or _runtime_for(dev)
     if epilogue is None:
@@ -1003,20 +1018,26 @@ def _residual_check(residual, x, shape):
         _fail(f"conv2d: residual has shape {tuple(residual.shape)}; it must be the output's {tuple(shape)}")
 
 
-def _conv_fake(x, w, bias, stride, padding, dilation):
+def _conv_fake(x, w, bias, stride, padding, dilation, precision="ieee"):
     shape = _conv_check(x, w, bias, stride, padding, dilation)
-    return _image_like(x, shape, _conv_channels_last(x, w, stride, dilation))
+    _precision_code(precision)
+    return _image_like(x, shape, _conv_channels_last(x, w, stride, dilation, precision))
 
 
-def _conv_fused_cuda(x, w, bias, stride, padding, dilation, epilogue, residual):
-    return _conv_cuda(x, w, bias, stride, padding, dilation, epilogue, residual)
+def _conv_plain_cuda(x, w, bias, stride, padding, dilation, precision="ieee"):
+    return _conv_cuda(x, w, bias, stride, padding, dilation, None, None, precision)
 
 
-def _conv_fused_fake(x, w, bias, stride, padding, dilation, epilogue, residual):
+def _conv_fused_cuda(x, w, bias, stride, padding, dilation, epilogue, residual, precision="ieee"):
+    return _conv_cuda(x, w, bias, stride, padding, dilation, epilogue, residual, precision)
+
+
+def _conv_fused_fake(x, w, bias, stride, padding, dilation, epilogue, residual, precision="ieee"):
     shape = _conv_check(x, w, bias, stride, padding, dilation)
+    _precision_code(precision)
     if residual is not None:
         _residual_check(residual, x, shape)
-    return _image_like(x, shape, _conv_channels_last(x, w, stride, dilation))
+    return _image_like(x, shape, _conv_channels_last(x, w, stride, dilation, precision))
 
 
 def _conv_save(ctx, args, out):
@@ -1036,7 +1057,7 @@ def _conv_grads(ctx, grad):
         grad_w = torch.nn.grad.conv2d_weight(x, w.shape, grad, stride, padding, dilation)
     if ctx.has_bias and ctx.needs_input_grad[2]:
         grad_b = grad.sum((0, 2, 3))
-    return grad_x, grad_w, grad_b, None, None, None
+    return grad_x, grad_w, grad_b, None, None, None, None
 
 
 def _conv_tensors(args):
@@ -1044,11 +1065,12 @@ def _conv_tensors(args):
 
 
 _conv2d = _register("conv2d", "(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
-                    "int[2] dilation) -> Tensor", _conv_cuda, _conv_fake, _conv_tensors,
+                    "int[2] dilation, str precision=\"ieee\") -> Tensor", _conv_plain_cuda, _conv_fake, _conv_tensors,
                     _Derivative(_conv_save, _conv_grads))
 # With an epilogue: no derivative (jitune does not differentiate expressions; the backward says so).
 _conv2d_fused = _register("conv2d_fused", "(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
-                          "int[2] dilation, str epilogue, Tensor? residual) -> Tensor", _conv_fused_cuda,
+                          "int[2] dilation, str epilogue, Tensor? residual, str precision=\"ieee\") -> Tensor",
+                          _conv_fused_cuda,
                           _conv_fused_fake, lambda args: tuple(t for t in (args[0], args[1], args[2], args[7])
                                                               if t is not None), None)
 
@@ -1058,26 +1080,33 @@ def _two(value):
 
 
 def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, stride=1, padding=0,
-           dilation=1, epilogue: Optional[str] = None, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+           dilation=1, epilogue: Optional[str] = None, residual: Optional[torch.Tensor] = None,
+           precision: str = "ieee") -> torch.Tensor:
     """``F.conv2d(x, weight, bias, stride, padding, dilation)`` with groups=1 (float32, float16, bfloat16). The
     input and weight gradients run PyTorch's (cuDNN's) backward convolutions, not jitune kernels.
 
     epilogue: an expression applied to every output in the same kernel, over ``acc`` (the convolution plus bias,
     as F.conv2d would return it) and ``r`` (the element of ``residual``, shaped like the output): ``"y = max(acc,
     0.0f)"`` is ``relu(conv2d(...))``, ``"y = max(acc + r, 0.0f)"`` is ``relu(conv2d(...) + residual)``, evaluated in
-    float and rounded once. An op with an epilogue has no derivative."""
+    float and rounded once. An op with an epilogue has no derivative.
+
+    precision: ``"ieee"`` (the default) keeps float32 products exact; ``"tf32"`` lets a float32 convolution run on
+    TF32 tensor cores (sm_80+; each input truncated to 10 mantissa bits, sums in float) where the tuner finds that
+    faster, as ``torch.backends.cudnn.conv.fp32_precision = "tf32"`` lets cuDNN. float16 / bfloat16 ignore it. The
+    backward convolutions follow PyTorch's own setting."""
     geometry = (_two(stride), _two(padding), _two(dilation))
+    _precision_code(precision)
     if epilogue is None:
         if residual is not None:
             _fail("conv2d: a residual was given without an epilogue that reads it; pass e.g. epilogue='y = acc + r'")
         if _direct(x, weight) and (bias is None or _direct(bias)):
-            return _conv_cuda(x, weight, bias, *geometry)
-        return _conv2d(x, weight, bias, *geometry)
+            return _conv_cuda(x, weight, bias, *geometry, None, None, precision)
+        return _conv2d(x, weight, bias, *geometry, precision)
     if not isinstance(epilogue, str):
         _fail(f"conv2d: epilogue is {type(epilogue).__name__}; it is an expression text such as 'y = max(acc, 0.0f)'")
     if _direct(x, weight) and (bias is None or _direct(bias)) and (residual is None or _direct(residual)):
-        return _conv_cuda(x, weight, bias, *geometry, epilogue, residual)
-    return _conv2d_fused(x, weight, bias, *geometry, epilogue, residual)
+        return _conv_cuda(x, weight, bias, *geometry, epilogue, residual, precision)
+    return _conv2d_fused(x, weight, bias, *geometry, epilogue, residual, precision)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ class ConvFamily final : public Family {
             {"algo",
              {0, 1, 2, 3},
              "0: direct kernel (FFMA on shared-memory tiles, any dtype); 1: implicit GEMM on tensor cores "
-             "(mma.sync on sm_80+ or wgmma on sm_90, float16 / bfloat16); 2: direct on tensor cores (a shared halo tile read by "
+             "(mma.sync on sm_80+ or wgmma on sm_90, float16 / bfloat16, or float32 on TF32 tensor cores where the "
+             "problem's precision is tf32); 2: direct on tensor cores (a shared halo tile read by "
              "ldmatrix, short reductions, float16 / bfloat16, sm_80+); 3: Winograd F(2x2, 3x3) in float32 (3x3, "
              "stride 1, dilation 1, either layout)"},
             {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", 0},
@@ -55,7 +56,7 @@ class ConvFamily final : public Family {
             {"mma",
              {0, 1},
              "implicit GEMM: 0: mma.sync, each warp a warp tile; 1: wgmma (sm_90), each of warps_m x warps_n "
-             "warpgroups a 64 x (tile_n / warps_n) tile with channels in 64s, tile_k 64",
+             "warpgroups a 64 x (tile_n / warps_n) tile with channels in 64s, 128-byte rows (tile_k 64, TF32 32)",
              "algo",
              1},
             {"split_k",
@@ -67,8 +68,8 @@ class ConvFamily final : public Family {
             {"stages",
              {0, 2, 3, 4, 6, 8},
              "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-8: a cp.async pipeline "
-             "of that many shared buffers (C a multiple of 8: channels last, repack 1, or an NCHW 1x1 convolution "
-             "of stride 1 without padding on wgmma, its pixels copied in runs)",
+             "of that many shared buffers (C a multiple of 8, TF32 4: channels last, repack 1, or an NCHW 1x1 "
+             "convolution of stride 1 without padding on wgmma, its pixels copied in runs; 16-bit only)",
              "algo",
              1},
             {"repack",
@@ -126,7 +127,10 @@ class ConvFamily final : public Family {
             {"layout", "nchw (default) or nhwc: x {N,H,W,C}, w {K,R,S,C}, y {N,P,Q,K} (float16 / bfloat16)"},
             {"epilogue",
              "expression applied to each output before it is stored, over acc (the convolution plus bias) and r "
-             "(a residual shaped like y), e.g. 'y = max(acc + r, 0.0f)' (default: none)"}};
+             "(a residual shaped like y), e.g. 'y = max(acc + r, 0.0f)' (default: none)"},
+            {"precision",
+             "float32: ieee (default, exact products) or tf32 (TF32 tensor cores allowed: each input truncated to 10 "
+             "mantissa bits, sums in float)"}};
   }
 
   std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& options) const override {
@@ -231,6 +235,10 @@ class ConvFamily final : public Family {
     // expressions that scale acc up are beyond this bound.
     const double rtol = p.dtype() == DType::kFloat16 ? 1e-3 : p.dtype() == DType::kBFloat16 ? 8e-3 : 1e-5;
     if (p.epilogue()) atol += rtol * 36.0 * std::sqrt(static_cast<double>(p.terms()));
+    // TF32 truncates each input toward zero to 10 mantissa bits: a product's relative error is below 2^-9, the
+    // errors' signs follow the products' (random), and the workload's products have an rms of about 3.6, so the
+    // sum's error has a standard deviation near 2^-10 * 4 * sqrt(C * R * S); eight of them.
+    if (p.tf32()) atol += std::ldexp(1.0, -10) * 32.0 * std::sqrt(static_cast<double>(p.terms()));
     switch (p.dtype()) {
       case DType::kFloat16:
         return {DType::kFloat16, rtol, atol + 1e-4};  // one half ulp is 2^-10 relative
@@ -246,7 +254,7 @@ class ConvFamily final : public Family {
       int n, c, h, w, k, r, stride, pad;
       bool nhwc = false;
     };
-    auto name_of = [](const char* dtype, const Row& r) {
+    auto name_of = [](const char* dtype, const Row& r, bool tf32 = false) {
       // Appended piece by piece: GCC 12's -Wrestrict misreads `"S" + std::to_string(...)` (a false positive).
       std::string name = std::string("conv_") + dtype + "_N" + std::to_string(r.n) + "C" + std::to_string(r.c) + "H" +
                          std::to_string(r.h) + "W" + std::to_string(r.w) + "K" + std::to_string(r.k) + "R" +
@@ -254,14 +262,16 @@ class ConvFamily final : public Family {
       if (r.stride > 1) name += 'S' + std::to_string(r.stride);
       if (r.pad > 0) name += 'P' + std::to_string(r.pad);
       if (r.nhwc) name += "_nhwc";
+      if (tf32) name += "_tf32";
       return name;
     };
-    auto signature_of = [](const char* dtype, const Row& r, const char* epilogue = nullptr) {
+    auto signature_of = [](const char* dtype, const Row& r, const char* epilogue = nullptr, bool tf32 = false) {
       ConvProblem::Shape s;
       s.n = r.n, s.c = r.c, s.h = r.h, s.w = r.w, s.k = r.k, s.r = r.r, s.s = r.r;
       s.stride_h = s.stride_w = r.stride, s.pad_h = s.pad_w = r.pad;
       s.layout = r.nhwc ? ImageLayout::kNHWC : ImageLayout::kNCHW;
       if (epilogue) s.bias = true, s.epilogue = epilogue;
+      if (tf32) s.precision = Fp32Precision::kTF32;
       return ConvProblem(parse_dtype(dtype), s).signature();
     };
     // The seed article's case and the small-channel rows, float32 and float16 (no padding, stride 1).
@@ -303,6 +313,9 @@ class ConvFamily final : public Family {
                                            {32, 512, 7, 7, 512, 3, 1, 1},    {1, 256, 14, 14, 256, 3, 1, 1},
                                            {32, 64, 56, 56, 64, 3, 1, 1, true}};
     for (const Row& r : float32_rows) cases.emplace_back(name_of("float32", r), signature_of("float32", r));
+    // The same layers where the caller opts in to TF32 tensor cores (beside cuDNN with TF32 on).
+    for (const Row& r : float32_rows)
+      cases.emplace_back(name_of("float32", r, true), signature_of("float32", r, nullptr, true));
     return cases;
   }
 

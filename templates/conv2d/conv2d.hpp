@@ -29,6 +29,9 @@ class ConvProblem final : public Problem {
     bool bias = false;
     /// kNHWC: x stored {N, H, W, C}, w {K, R, S, C}, y {N, P, Q, K} (the implicit GEMM only).
     ImageLayout layout = ImageLayout::kNCHW;
+    /// kTF32: a float32 problem may run on TF32 tensor cores (the implicit GEMM, algo 1) as well as the exact
+    /// kernels; the tuner times them all. The constructor resets it to kIeee for float16 / bfloat16.
+    Fp32Precision precision = Fp32Precision::kIeee;
     /// Empty, or an elementwise expression ("y = max(acc + r, 0.0f)") over acc, the convolution plus bias as
     /// an unfused conv2d stores it, and r, the element of a residual tensor laid out as y; the constructor keeps
     /// its canonical form.
@@ -51,9 +54,13 @@ class ConvProblem final : public Problem {
   bool residual() const noexcept { return residual_; }
 
   /// "bias=0;c=6;dilation_h=1;dilation_w=1;dtype=float32;h=768;k=6;layout=nchw;n=1;pad_h=0;pad_w=0;r=6;s=6;...",
-  /// with ";epilogue=<canonical expression>" after dtype when there is one.
+  /// with ";epilogue=<canonical expression>" after dtype when there is one and ";precision=tf32" after pad_w for
+  /// a TF32 problem.
   std::string signature() const override;
-  std::string group() const override;  ///< "float32|nchw|f=6x6|st=1x1|d=1x1": layout and filter geometry.
+  /// "float32|nchw|f=6x6|st=1x1|d=1x1": dtype (float32+tf32 for a TF32 problem), layout and filter geometry.
+  std::string group() const override;
+  /// Whether TF32 tensor cores may run it (a float32 problem of precision kTF32).
+  bool tf32() const noexcept { return shape_.precision == Fp32Precision::kTF32; }
   std::vector<double> features() const override;  ///< log2 of N, C, H, W, K.
   double bytes_moved() const override;  ///< x, w, bias (and the residual) read once, y written once.
   double flops() const override;                  ///< 2 * N * K * P * Q * C * R * S.

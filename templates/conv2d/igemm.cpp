@@ -19,6 +19,14 @@ std::int64_t heuristic_split(const ConvProblem& p, std::int64_t tm, std::int64_t
   return tiles < device.sm_count && k_tiles >= 8 ? 2 : 1;
 }
 
+// Bytes per staged element (2, or 4 for float32 on TF32 tensor cores) and elements per 16-byte chunk.
+std::int64_t element_bytes(const ConvProblem& p) {
+  return static_cast<std::int64_t>(dtype_size(p.dtype()));
+}
+std::int64_t chunk_elements(const ConvProblem& p) {
+  return 16 / element_bytes(p);
+}
+
 }  // namespace
 
 std::string pixel_runs_check(const ConvProblem& p) {
@@ -66,23 +74,30 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
   const std::int64_t stages = c.at("stages");
   const bool persist = c.at("persist") == 1;  // the ring runs on across tiles, the tile staged past it
   const std::int64_t buffers = stages > 0 ? (persist ? stages : std::min(stages, g.per_split)) : 2;
-  // Rows padded by 8 halves (mma.sync's ldmatrix), or swizzled unpadded in buffers aligned to 1024 bytes.
-  const std::int64_t pitch = wgmma ? tk : tk + 8, main_bytes = buffers * (tm + tn) * pitch * 2;
-  const std::int64_t out_bytes = std::max(tn * (tm + 8), tm * (tn + 8)) * 2;  // [k][m] (NCHW) or [m][k] (NHWC)
+  // Rows padded by 16 bytes (mma.sync's ldmatrix), or swizzled unpadded in buffers aligned to 1024 bytes.
+  const std::int64_t es = element_bytes(p), v = chunk_elements(p);
+  const std::int64_t pitch = wgmma ? tk : tk + v, main_bytes = buffers * (tm + tn) * pitch * es;
+  const std::int64_t out_bytes = std::max(tn * (tm + 8), tm * (tn + 8)) * es;  // [k][m] (NCHW) or [m][k] (NHWC)
   // The register-staged kernel adds two stages' reduction tables; repack 1 first stages x in tiles of 64 channels
   // x one pixel per thread (2 halves of padding a channel).
   g.shared_bytes = (persist ? main_bytes + out_bytes : std::max(main_bytes, out_bytes)) +
                    (stages > 0 ? 0 : 2 * tk * 16) + (wgmma ? 1024 : 0);
-  if (c.at("repack") == 1) g.shared_bytes = std::max<std::int64_t>(g.shared_bytes, 64 * (g.threads + 2) * 2 +
-                                                                                      (wgmma ? 1024 : 0));
+  // (TF32: one word of padding a channel).
+  if (c.at("repack") == 1)
+    g.shared_bytes = std::max<std::int64_t>(g.shared_bytes, 64 * (g.threads + (es == 2 ? 2 : 1)) * es +
+                                                                (wgmma ? 1024 : 0));
   const std::int64_t mi = g.warp_m / 16, ni = g.warp_n / 8;
   g.accumulators = static_cast<int>(mi * ni * 4);
-  const std::int64_t a_per = ceil_div(tm * tk / 8, g.threads), b_per = ceil_div(tn * tk / 8, g.threads);
+  const std::int64_t a_per = ceil_div(tm * tk / v, g.threads), b_per = ceil_div(tn * tk / v, g.threads);
   // Accumulators, one k-step's fragments (none for wgmma: descriptors), the next stage's chunks (4 registers
   // each; none for cp.async), gather addressing (image pointer pair, row / column bases and offset per A chunk)
   // and indices.
+  // TF32's chunks are 4 elements of 4 bytes: a register more per staged chunk and four more of addressing per
+  // gathered one (fitted to NVRTC's sm_80 / sm_90 allocations of the host test's sample).
+  const bool tf32 = es == 4;
   g.register_estimate = static_cast<int>(g.accumulators + (wgmma ? 4 : mi * 4 + ni * 2) +
-                                         (stages > 0 ? 0 : 4 * (a_per + b_per)) + 5 * a_per + 32);
+                                         (stages > 0 ? 0 : (tf32 ? 5 : 4) * (a_per + b_per)) +
+                                         (tf32 ? 9 : 5) * a_per + 32);
   g.grid_m = ceil_div(g.m_total, tm);
   g.grid_n = ceil_div(p.shape().k, tn);
   return g;
@@ -91,11 +106,13 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
 std::string igemm_hard_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
   const auto& s = p.shape();
   auto cfg = [&] { return " (" + c.text() + ")"; };
-  if (p.dtype() != DType::kFloat16 && p.dtype() != DType::kBFloat16)
-    return "algo 1 (implicit GEMM on tensor cores) takes float16 or bfloat16; " +
-           std::string(dtype_name(p.dtype())) + " runs the direct kernel (algo 0)";
+  if (p.dtype() != DType::kFloat16 && p.dtype() != DType::kBFloat16 && !p.tf32())
+    return "algo 1 (implicit GEMM on tensor cores) takes float16 or bfloat16, or float32 where the problem opts in "
+           "to TF32 (precision tf32); this " + std::string(dtype_name(p.dtype())) +
+           " problem keeps its products exact: the direct kernel (algo 0) or Winograd (algo 3)";
   if (device.cc() < 80)
-    return "algo 1 needs mma.sync on bfloat16 / float16 (sm_80 or newer); the device is " + device.arch();
+    return "algo 1 needs mma.sync on bfloat16 / float16 / TF32 (sm_80 or newer); the device is " + device.arch();
+  const std::int64_t v = chunk_elements(p);
   if (s.c * s.r * s.s > (std::int64_t{1} << 30))
     return "algo 1 indexes the reduction C * R * S = " + std::to_string(s.c * s.r * s.s) + " in 32 bits";
   // One image's offsets (with the padding's reach) in 32 bits; rows past the output sit 2^30 above the input.
@@ -106,18 +123,23 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
   if (c.at("repack") == 1) {
     if (s.layout != ImageLayout::kNCHW)
       return "repack 1 copies an NCHW input to channels last; this x is channels last already: repack 0" + cfg();
-    if (s.c % 8 != 0 || c.at("stages") == 0)
-      return "repack 1 feeds the cp.async pipeline 8-channel taps: C a multiple of 8 (C = " + std::to_string(s.c) +
-             ") and stages 2 to 8 (stages " + std::to_string(c.at("stages")) + ")" + cfg();
+    if (s.c % v != 0 || c.at("stages") == 0)
+      return "repack 1 feeds the cp.async pipeline 16-byte taps: C a multiple of " + std::to_string(v) + " (C = " +
+             std::to_string(s.c) + ") and stages 2 to 8 (stages " + std::to_string(c.at("stages")) + ")" + cfg();
     if (const std::size_t bytes = igemm_prep(p, c).workspace_bytes; bytes > kMaxRepackWorkspace)
       return "repack 1 copies x and w into a workspace of " + std::to_string(bytes) +
              " bytes; at most 4 GiB: repack 0 reads them in place" + cfg();
   }
   if (c.at("stages") > 0 && c.at("repack") == 0) {
-    if (s.c % 8 != 0)
+    if (s.c % v != 0)
+      return "stages " + std::to_string(c.at("stages")) + " (cp.async pipeline) copies 16 bytes (" +
+             std::to_string(v) + " weights) of a filter row at a time: C a multiple of " + std::to_string(v) +
+             " (C = " + std::to_string(s.c) + "); stages 0 stages through registers" + cfg();
+    if (s.layout == ImageLayout::kNCHW && p.tf32())
       return "stages " + std::to_string(c.at("stages")) +
-             " (cp.async pipeline) copies 8 weights of a filter row at a time: C a multiple of 8 (C = " +
-             std::to_string(s.c) + "); stages 0 stages through registers" + cfg();
+             " on an NCHW x (repack 0) copies runs of pixels for a pixel-major wgmma operand, which TF32 does not "
+             "take (wgmma reads TF32 K-major only): stages 0 (through registers), or repack 1 (x copied to channels "
+             "last first) for a float32 NCHW x" + cfg();
     if (s.layout == ImageLayout::kNCHW) {
       if (const std::string why = pixel_runs_check(p); !why.empty())
         return "stages " + std::to_string(c.at("stages")) + " on an NCHW x (repack 0) copies runs of pixels: " + why +
@@ -135,8 +157,9 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
   if (c.at("mma") == 1) {
     if (device.cc() != 90)
       return "mma 1 (wgmma) runs on sm_90 only; the device is " + device.arch() + ": mma 0 (mma.sync) runs there";
-    if (c.at("tile_k") != 64)
-      return "mma 1 (wgmma) stages 128-byte rows: tile_k 64, not " + std::to_string(c.at("tile_k")) + cfg();
+    if (c.at("tile_k") * element_bytes(p) != 128)
+      return "mma 1 (wgmma) stages 128-byte rows: tile_k " + std::to_string(128 / element_bytes(p)) + " for " +
+             std::string(dtype_name(p.dtype())) + ", not " + std::to_string(c.at("tile_k")) + cfg();
     if (c.at("tile_m") != 64 * c.at("warps_m"))
       return "mma 1 (wgmma): each of warps_m warpgroups takes 64 pixels, so tile_m = 64 * warps_m (" +
              std::to_string(c.at("tile_m")) + " with warps_m " + std::to_string(c.at("warps_m")) + ")" + cfg();
@@ -168,6 +191,18 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
   if (g.register_estimate > kMaxRegisters)
     return "needs about " + std::to_string(g.register_estimate) + " registers per thread; at most " +
            std::to_string(kMaxRegisters) + cfg();
+  if (p.tf32()) {
+    // The register-staged TF32 kernel holds a stage's chunks in registers: 128-byte rows (32 floats) at most,
+    // as for 16-bit elements; wider stages spilled in NVRTC's sm_80 and sm_90 builds.
+    if (c.at("stages") == 0 && c.at("tile_k") > 32)
+      return "tile_k " + std::to_string(c.at("tile_k")) +
+             " through registers in TF32: 256-byte rows spill; at most 32 floats a row" + cfg();
+    const std::int64_t cap = std::min<std::int64_t>(kMaxRegisters, 65536 / (g.threads * c.at("min_blocks")));
+    if (g.register_estimate > cap)
+      return "needs about " + std::to_string(g.register_estimate) + " registers per thread; min_blocks " +
+             std::to_string(c.at("min_blocks")) + " caps " + std::to_string(g.threads) + " threads at " +
+             std::to_string(cap) + cfg();
+  }
   if (c.at("min_blocks") * (g.shared_bytes + 1024) > device.max_shared_per_sm)
     return std::to_string(c.at("min_blocks")) + " blocks of " + std::to_string(g.shared_bytes) +
            " bytes of shared memory do not fit one SM (" + std::to_string(device.max_shared_per_sm) + ")" + cfg();
@@ -204,8 +239,9 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
   // of the H100 (the register-staged kernel still runs pointers less than 16-byte aligned: Family::variant),
   // and a second block per SM (min_blocks 2) only lost.
   const auto& s = p.shape();
-  if (c.at("stages") == 0 && s.layout == ImageLayout::kNHWC && s.c % 8 == 0)
-    return "stages 0 where the cp.async pipeline applies (channels last, C a multiple of 8; tuned: 2 to 8)";
+  if (c.at("stages") == 0 && s.layout == ImageLayout::kNHWC && s.c % chunk_elements(p) == 0)
+    return "stages 0 where the cp.async pipeline applies (channels last, C a multiple of " +
+           std::to_string(chunk_elements(p)) + "; tuned: 2 to 8)";
   // An NCHW 1x1 read as pixel runs on wgmma: the exhaustive H100 tunes of the suite's three 1x1 rows all picked it
   // (N32 C256 56x56: 28.87 us against 44.61 through registers and 68.17 repacked).
   if (pixel_runs_default(p, device) && (c.at("stages") == 0 || c.at("repack") == 1))
@@ -240,7 +276,7 @@ bool igemm_preferred(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
   // Measured on the H100 (bench/RESULTS.md): C = K = 64 3x3 runs 1.5x faster on tensor cores than the direct
   // kernel, C = K = 16 three times slower; an NCHW 1x1 of C = 64, K = 256 read as pixel runs on wgmma 12.6x faster.
-  return (p.dtype() == DType::kFloat16 || p.dtype() == DType::kBFloat16) && device.cc() >= 80 &&
+  return (p.dtype() == DType::kFloat16 || p.dtype() == DType::kBFloat16 || p.tf32()) && device.cc() >= 80 &&
          (s.layout == ImageLayout::kNHWC || (s.c * s.r * s.s >= 256 && s.k >= 32) || pixel_runs_default(p, device));
 }
 
@@ -257,8 +293,10 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   if (tn == 128 && blocks(32, tn) < device.sm_count) tn = 64;
   std::int64_t tm = tn == 128 ? 64 : 128;
   while (tm > 32 && blocks(tm, tn) < device.sm_count) tm /= 2;
-  const std::int64_t tk = s.c * s.r * s.s >= 256 ? 64 : s.c * s.r * s.s >= 64 ? 32 : 16;
-  const bool pipelined = s.layout == ImageLayout::kNHWC && s.c % 8 == 0;
+  // Stages of 128 bytes a row where the reduction is long (64 halves, 32 TF32 floats).
+  const std::int64_t wide_k = 128 / element_bytes(p);
+  const std::int64_t tk = s.c * s.r * s.s >= 256 ? wide_k : s.c * s.r * s.s >= 64 ? 32 : 16;
+  const bool pipelined = s.layout == ImageLayout::kNHWC && s.c % chunk_elements(p) == 0;
   // wgmma on sm_90 (channels last through the cp.async pipeline), where 64 x 64 tiles give every SM a block: the
   // H100's tuned picks were 128-pixel tiles of two warpgroups, 128 channels where K reaches 128, four stages
   // (bench/RESULTS.md; 1.16-1.55x the mma.sync kernel's best). Through registers (NCHW) it lost to mma.sync; an
@@ -268,12 +306,14 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   // split-K where the tiles are few).
   const std::int64_t wg_n = s.k >= 128 ? 128 : 64;
   const bool pixel_runs = pixel_runs_default(p, device);
-  const bool repack = s.layout == ImageLayout::kNCHW && s.c % 8 == 0 && !pixel_runs_check(p).empty();
+  // (TF32 has no pixel-run operand: its NCHW 1x1 layers are repacked too.)
+  const bool repack = s.layout == ImageLayout::kNCHW && s.c % chunk_elements(p) == 0 &&
+                      (p.tf32() || !pixel_runs_check(p).empty());
   if (pixel_runs || ((pipelined || repack) && device.cc() == 90 && s.k > 32 && s.c * s.r * s.s >= 128 &&
                      blocks(64, 64) >= device.sm_count)) {
     const std::int64_t wg_m = blocks(128, wg_n) >= device.sm_count / 2 && m_total > 64 ? 128 : 64;
     const Config c = complete_config({{"algo", 1},    {"mma", 1},     {"tile_m", wg_m},       {"tile_n", wg_n},
-                                      {"tile_k", 64}, {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
+                                      {"tile_k", wide_k}, {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
                                       // split 2 lost 1.16x on the C = 320 row; pixel runs: 3 stages won
                                       // 1.04x on the H100's 1x1 rows
                                       {"stages", pixel_runs ? 3 : 4},
@@ -350,8 +390,9 @@ LaunchPrep igemm_prep(const ConvProblem& p, const Config& config) {
   // {N,H,W,C}, then w as {K,R,S,C}; zeroed up to the last split-K counter.
   const auto& s = p.shape();
   const std::size_t header = 256;
-  const std::size_t x_bytes = static_cast<std::size_t>(s.n * s.h * s.w * s.c) * 2;
-  const std::size_t w_bytes = static_cast<std::size_t>(s.k * s.r * s.s * s.c) * 2;
+  const auto es = static_cast<std::size_t>(element_bytes(p));
+  const std::size_t x_bytes = static_cast<std::size_t>(s.n * s.h * s.w * s.c) * es;
+  const std::size_t w_bytes = static_cast<std::size_t>(s.k * s.r * s.s * s.c) * es;
   prep.zero_end = config.at("split_k") > 1 ? header + tiles * 4 : 4;
   prep.workspace_bytes = header + align256(split_bytes) + align256(x_bytes) + w_bytes;
   return prep;

@@ -1,6 +1,11 @@
 // Implicit-GEMM convolution on tensor cores (conv2d algo 1), NCHW or channels last (NHWC): float16 / bfloat16
 // storage, float accumulation, mma.sync m16n8k16 (sm_80+), PyTorch conv2d semantics (stride, zero padding,
-// dilation, bias, fused epilogue).
+// dilation, bias, fused epilogue). float32 storage runs the same kernel on TF32 tensor cores (m16n8k8, wgmma k8)
+// where a problem opts in (precision tf32): the operands' float bits are handed to the MMA as they are, which
+// reads their sign, exponent and top 10 mantissa bits (each input truncated toward zero to TF32), products summed
+// in float. Everything is laid out in 16-byte chunks (8 halves or 4 floats, kV elements) and 32-byte MMA steps
+// (16 halves or 8 floats along the reduction), so the staging, the swizzle and the fragments are the same bytes
+// for both widths; float32 does not take the pixel-run A operand (wgmma reads TF32 K-major only).
 //
 // The convolution as a GEMM: rows m = (n, oy, ox) are output pixels (M = N * P * Q), columns are output
 // channels k (K), and the reduction runs over kk, the weights' own order ((c, r, s) for KCRS, (r, s, c) for
@@ -41,24 +46,26 @@
 namespace jitune {
 namespace conv {
 
-/// Shared-memory layout of conv2d_igemm, mirrored by the host's igemm_geometry in igemm.cpp.
-template <int kTileM, int kTileN, int kTileK, int kStages, int kMma = 0>
+/// Shared-memory layout of conv2d_igemm for elements of kElem bytes (2, or 4 for TF32), mirrored by the host's
+/// igemm_geometry in igemm.cpp. Sizes are in elements unless named bytes; kV elements make a 16-byte chunk.
+template <int kTileM, int kTileN, int kTileK, int kStages, int kMma = 0, int kElem = 2>
 struct IgemmGeometry {
-  static constexpr int kPitch = kMma ? kTileK : kTileK + 8;            // halves per staged row (wgmma: swizzled)
-  static constexpr int kStage = (kTileM + kTileN) * kPitch;             // halves per buffer (A then B)
+  static constexpr int kV = 16 / kElem;
+  static constexpr int kPitch = kMma ? kTileK : kTileK + kV;  // per staged row: 16 bytes of padding (wgmma: swizzled)
+  static constexpr int kStage = (kTileM + kTileN) * kPitch;   // per buffer (A then B)
   static constexpr int kBuffers = kStages > 0 ? kStages : 2;
-  static constexpr int kOutPitch = kTileM + 8;   // NCHW: halves per staged output channel ([k][m])
-  static constexpr int kOutPitchNhwc = kTileN + 8;  // NHWC: halves per staged output pixel ([m][k])
-  static constexpr int kMainBytes = kBuffers * kStage * 2;
+  static constexpr int kOutPitch = kTileM + 8;   // NCHW: per staged output channel ([k][m])
+  static constexpr int kOutPitchNhwc = kTileN + 8;  // NHWC: per staged output pixel ([m][k])
+  static constexpr int kMainBytes = kBuffers * kStage * kElem;
   static constexpr int kOutBytes =
-      (kTileN * kOutPitch > kTileM * kOutPitchNhwc ? kTileN * kOutPitch : kTileM * kOutPitchNhwc) * 2;
+      (kTileN * kOutPitch > kTileM * kOutPitchNhwc ? kTileN * kOutPitch : kTileM * kOutPitchNhwc) * kElem;
   static constexpr int kTableBytes = kStages > 0 ? 0 : 2 * kTileK * 16;  // two stages' reduction tables
   static constexpr int kAlignSlack = kMma ? 1024 : 0;  // wgmma's swizzled buffers start 1024-byte aligned
   static constexpr int kBytes = (kMainBytes > kOutBytes ? kMainBytes : kOutBytes) + kTableBytes + kAlignSlack;
-  /// Halves from a staged matrix's start to the 8-element chunk at (row, col): padded rows for mma.sync, the
-  /// 128-byte swizzle for wgmma (chunk col / 8 of row r stored at chunk (col / 8) ^ (r % 8)).
+  /// Elements from a staged matrix's start to the 16-byte chunk at (row, col): padded rows for mma.sync, the
+  /// 128-byte swizzle for wgmma (chunk col / kV of row r stored at chunk (col / kV) ^ (r % 8)).
   __device__ static __forceinline__ int at(int row, int col) {
-    if constexpr (kMma != 0) return row * kTileK + (((col >> 3) ^ (row & 7)) << 3);
+    if constexpr (kMma != 0) return row * kTileK + (((col / kV) ^ (row & 7)) * kV);
     else return row * kPitch + col;
   }
   /// wgmma's pixel-major (MN-major) A stage of an NCHW 1x1 convolution: per 64-pixel block (one warpgroup's rows)
@@ -69,11 +76,14 @@ struct IgemmGeometry {
   }
 };
 
+/// The tensor-core MMA of a storage type: kType names its wgmma input type (0 f16, 1 bf16, 2 tf32); mma is one
+/// mma.sync step of 32 bytes of reduction (m16n8k16 for 16-bit inputs, m16n8k8 TF32 for float), whose fragments
+/// are the same registers of the same bytes either way.
 template <class T>
 struct MmaType;
 template <>
 struct MmaType<__half> {
-  static constexpr bool kBf16 = false;
+  static constexpr int kType = 0;
   __device__ static __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -84,7 +94,7 @@ struct MmaType<__half> {
 };
 template <>
 struct MmaType<__nv_bfloat16> {
-  static constexpr bool kBf16 = true;
+  static constexpr int kType = 1;
   __device__ static __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -93,7 +103,17 @@ struct MmaType<__nv_bfloat16> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 };
-
+template <>
+struct MmaType<float> {
+  static constexpr int kType = 2;
+  __device__ static __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
 
 // wgmma (sm_90a): warpgroup-wide asynchronous MMA with both operands in shared memory. Compiled only for the
 // arch-specific target (the host refuses kMma 1 elsewhere); other targets get an empty body never launched.
@@ -182,16 +202,30 @@ __device__ __forceinline__ void wgmma_pin(float& r) {
                ", p, 1, 1, %" #t_idx ", 0;\n}\n"                                                           \
                : outs                                                                                       \
                : "l"(a), "l"(b), "r"(1), "n"(kTransA))
+/// A TF32 wgmma step (m64nNk8): both operands K-major, so no transpose operand.
+#define JITUNE_WGMMA_STEP_TF32(shape, dregs, outs, a_idx, b_idx, p_idx)                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #p_idx ", 0;\n"                                          \
+               "wgmma.mma_async.sync.aligned." shape ".f32.tf32.tf32 " dregs ", %" #a_idx ", %" #b_idx         \
+               ", p, 1, 1;\n}\n"                                                                               \
+               : outs                                                                                         \
+               : "l"(a), "l"(b), "r"(1))
 
 /// d (64 x kN of the warpgroup: this thread's kN / 8 n8 groups of 4 floats, the mma.sync C layout per n8 group)
-/// += A (64 x 16; K-major, or pixel-major where kTransA is 1) * B (16 x kN, K-major), both by descriptor; kBf16
-/// picks the input type. kN 128 reads A once for twice the channels of kN 64.
-template <bool kBf16, int kN, int kTransA = 0>
+/// += A (64 x 32 bytes of reduction: 16 halves or 8 TF32; K-major, or pixel-major where kTransA is 1) * B (32
+/// bytes x kN, K-major), both by descriptor; kType is MmaType's (0 f16, 1 bf16, 2 tf32, which is K-major only).
+/// kN 128 reads A once for twice the channels of kN 64.
+template <int kType, int kN, int kTransA = 0>
 __device__ __forceinline__ void wgmma_step(float (*d)[4], unsigned long long a, unsigned long long b) {
-  static_assert(kN == 64 || kN == 128, "m64n64k16 or m64n128k16");
+  static_assert(kN == 64 || kN == 128, "m64n64 or m64n128");
   static_assert(kTransA == 0 || kTransA == 1, "A K-major (0) or MN-major (1)");
+  static_assert(kType != 2 || kTransA == 0, "wgmma reads TF32 operands K-major only");
 #if JITUNE_WGMMA
-  if constexpr (kN == 128 && kBf16)
+  constexpr bool kBf16 = kType == 1;
+  if constexpr (kN == 128 && kType == 2)
+    JITUNE_WGMMA_STEP_TF32("m64n128k8", JITUNE_WGMMA_D64, JITUNE_WGMMA_OUT64(d), 64, 65, 66);
+  else if constexpr (kType == 2)
+    JITUNE_WGMMA_STEP_TF32("m64n64k8", JITUNE_WGMMA_D32, JITUNE_WGMMA_OUT32(d), 32, 33, 34);
+  else if constexpr (kN == 128 && kBf16)
     JITUNE_WGMMA_STEP("m64n128k16", "bf16", JITUNE_WGMMA_D64, JITUNE_WGMMA_OUT64(d), 64, 65, 66, 67);
   else if constexpr (kN == 128)
     JITUNE_WGMMA_STEP("m64n128k16", "f16", JITUNE_WGMMA_D64, JITUNE_WGMMA_OUT64(d), 64, 65, 66, 67);
@@ -218,6 +252,29 @@ __device__ __forceinline__ uint4 pack_halves(unsigned a, unsigned b, unsigned c,
 }
 __device__ __forceinline__ uint4 pack_halves(const unsigned (&h)[8]) {
   return pack_halves(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+}
+/// The unsigned type of an element's raw bits (2 or 4 bytes).
+template <int kBytes>
+struct RawBits;
+template <>
+struct RawBits<2> {
+  using type = unsigned short;
+};
+template <>
+struct RawBits<4> {
+  using type = unsigned;
+};
+/// One element's raw bits through the read-only cache: a 16-bit value zero-extended, or a float's 32 bits.
+template <class T>
+__device__ __forceinline__ unsigned load_bits(const T* p) {
+  if constexpr (sizeof(T) == 2) return __ldg(reinterpret_cast<const unsigned short*>(p));
+  else return __ldg(reinterpret_cast<const unsigned*>(p));
+}
+/// The 16-byte chunk of 16 / sizeof(T) elements' raw bits (load_bits) in order.
+template <class T>
+__device__ __forceinline__ uint4 pack_chunk(const unsigned (&h)[16 / sizeof(T)]) {
+  if constexpr (sizeof(T) == 2) return pack_halves(h);
+  else return make_uint4(h[0], h[1], h[2], h[3]);
 }
 
 /// 16 bytes global -> shared through the copy engine (cp.async, sm_80+), cached in L1 (kL1) or only in L2;
@@ -267,19 +324,24 @@ template <class T, int kLoadNhwc, int kStoreNhwc, int kC, int kK, int kR, int kS
           int kSplitK, int kBias, int kPersist, class Epi>
 __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const smem, int tile_m, int tile_n,
                                            int split, int tiles_m, int tiles_mn) {
-  static_assert(sizeof(T) == 2, "tensor-core implicit GEMM takes float16 or bfloat16");
-  // The cp.async stages: channels last (8-channel taps of 16 bytes), or an NCHW 1x1 convolution of stride 1 on
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4,
+                "tensor-core implicit GEMM takes float16 / bfloat16, or float32 on TF32 tensor cores");
+  constexpr int kV = 16 / sizeof(T);  // elements per 16-byte chunk (8 halves, 4 floats)
+  constexpr int kKStep = 2 * kV;      // reduction elements per MMA step (32 bytes: k16 halves, k8 TF32)
+  // The cp.async stages: channels last (kV-channel taps of 16 bytes), or an NCHW 1x1 convolution of stride 1 on
   // wgmma (kMnA: runs of consecutive pixels of one channel, the A operand pixel-major; no padding, by rule).
   constexpr bool kMnA = kStages > 0 && !kLoadNhwc;
   static_assert(kStages == 0 || kStages >= 2, "cp.async pipelines take 2 or more stages");
   static_assert(!kPersist || (kMnA && kSplitK == 1), "persistent blocks: an NCHW 1x1 read as pixel runs, no split-K");
-  static_assert(kStages == 0 || kC % 8 == 0, "cp.async stages copy 8 weights of a filter row at a time");
-  static_assert(!kMnA || (kMma == 1 && kR == 1 && kS == 1 && kStrideH == 1 && kStrideW == 1),
-                "NCHW through cp.async: a 1x1 convolution of stride 1 on wgmma (pixel runs of one channel)");
-  static_assert(kMma == 0 || (kTileK == 64 && kTileM == 64 * kWarpsM && (kTileN / kWarpsN) % 64 == 0 &&
+  static_assert(kStages == 0 || kC % kV == 0, "cp.async stages copy 16 bytes of a filter row at a time");
+  static_assert(!kMnA || (kMma == 1 && kR == 1 && kS == 1 && kStrideH == 1 && kStrideW == 1 && sizeof(T) == 2),
+                "NCHW through cp.async: a 1x1 convolution of stride 1 on wgmma (pixel runs of one channel; 16-bit "
+                "inputs, as wgmma reads TF32 K-major only)");
+  static_assert(kMma == 0 || (kTileK * sizeof(T) == 128 && kTileM == 64 * kWarpsM && (kTileN / kWarpsN) % 64 == 0 &&
                               (kStages == 0 || kStages >= 3)),
-                "wgmma: 64-pixel warpgroup tiles, channels in 64s, 128-byte rows (tile_k 64), 0 or 3+ stages");
-  using G = IgemmGeometry<kTileM, kTileN, kTileK, kStages, kMma>;
+                "wgmma: 64-pixel warpgroup tiles, channels in 64s, 128-byte rows (tile_k 64 halves or 32 floats), "
+                "0 or 3+ stages");
+  using G = IgemmGeometry<kTileM, kTileN, kTileK, kStages, kMma, sizeof(T)>;
   // Warps along the pixels: a wgmma warpgroup's four warps hold 16 rows each of its 64 (the C layout of
   // m64nNk16 is mma.sync's per warp), so the epilogue and split-K see kWM x kWarpsN warps of 16-row tiles.
   constexpr int kWM = kMma ? 4 * kWarpsM : kWarpsM;
@@ -290,10 +352,10 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
   constexpr int kMI = kWarpM / 16, kNI = kWarpN / 8;
   constexpr int kRS = kR * kS, kCRS = kC * kRS;
   constexpr int kKTiles = (kCRS + kTileK - 1) / kTileK;
-  constexpr int kChunksPerRow = kTileK / 8;  // 8-element chunks of a staged row
+  constexpr int kChunksPerRow = kTileK / kV;  // 16-byte chunks of a staged row
   constexpr int kAChunks = kTileM * kChunksPerRow, kBChunks = kTileN * kChunksPerRow;
   constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads, kBPer = (kBChunks + kThreads - 1) / kThreads;
-  constexpr bool kWeightVectors = kCRS % 8 == 0;
+  constexpr bool kWeightVectors = kCRS % kV == 0;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = warp % kWM, warp_n = warp / kWM;
@@ -308,7 +370,7 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
   // for half a sector each and saturated the L1 on the H100); NCHW's pixels are consecutive within a channel, so
   // a warp's chunks run down a column.
   auto a_row = [](int idx) { return kLoadNhwc ? idx / kChunksPerRow : idx % kTileM; };
-  auto a_col = [](int idx) { return (kLoadNhwc ? idx % kChunksPerRow : idx / kTileM) * 8; };
+  auto a_col = [](int idx) { return (kLoadNhwc ? idx % kChunksPerRow : idx / kTileM) * kV; };
   // The pixels this thread gathers: chunk i covers row a_row(tid + i * kThreads) of the A tile. Rows past
   // the output get a top row no filter tap reaches (the host keeps H, W and padding below 2^29).
   // base: the byte address of the pixel's tap (0, 0) of channel 0, possibly outside x (padding), only ever
@@ -353,37 +415,37 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
     }
   };
 
-  using Chunk = Pack<T, 8>;
-  uint4 a_reg[kAPer], b_reg[kBPer];  // 8 elements each, two to a word
+  using Chunk = Pack<T, kV>;
+  uint4 a_reg[kAPer], b_reg[kBPer];  // a chunk each
   auto load_tile = [&](int kt) {
     const int4* const tab = table + (kt & 1) * kTileK;
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
       const int col = a_col(tid + i * kThreads);
       if (kAChunks % kThreads != 0 && tid + i * kThreads >= kAChunks) continue;  // no chunk (nor table entry)
-      if (kLoadNhwc && kC % 8 == 0 && input_aligned) {  // 8 channels of one tap: one 16-byte load
+      if (kLoadNhwc && kC % kV == 0 && input_aligned) {  // kV channels of one tap: one 16-byte load
         const int4 t = tab[col];
         const int iy = iy_base[i] + t.y, ix = ix_base[i] + t.z;
         a_reg[i] = static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) && static_cast<unsigned>(ix) < static_cast<unsigned>(a.w)
-                       ? __ldg(reinterpret_cast<const uint4*>(base[i] + static_cast<long long>(t.x) * 2))
+                       ? __ldg(reinterpret_cast<const uint4*>(base[i] + static_cast<long long>(t.x) * sizeof(T)))
                        : make_uint4(0, 0, 0, 0);
         continue;
       }
-      unsigned h[8];  // raw 16-bit elements, zero outside the input
+      unsigned h[kV];  // raw elements, zero outside the input
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
+      for (int e = 0; e < kV; ++e) {
         const int4 t = tab[col + e];
         const int iy = iy_base[i] + t.y, ix = ix_base[i] + t.z;
         h[e] = 0;
         if (static_cast<unsigned>(iy) < static_cast<unsigned>(a.h) && static_cast<unsigned>(ix) < static_cast<unsigned>(a.w))
-          h[e] = __ldg(reinterpret_cast<const unsigned short*>(base[i] + static_cast<long long>(t.x) * 2));
+          h[e] = load_bits(reinterpret_cast<const T*>(base[i] + static_cast<long long>(t.x) * sizeof(T)));
       }
-      a_reg[i] = pack_halves(h);
+      a_reg[i] = pack_chunk<T>(h);
     }
 #pragma unroll
     for (int i = 0; i < kBPer; ++i) {
       const int idx = tid + i * kThreads;
-      const int row = idx / kChunksPerRow, kk0 = kt * kTileK + (idx - row * kChunksPerRow) * 8;
+      const int row = idx / kChunksPerRow, kk0 = kt * kTileK + (idx - row * kChunksPerRow) * kV;
       const int k = k0 + row;
       const bool live = (kBChunks % kThreads == 0 || idx < kBChunks) && (kK % kTileN == 0 || k < kK);
       const T* src = a.wt + static_cast<long long>(k) * kCRS + kk0;
@@ -391,11 +453,10 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
         b_reg[i] = live && (kCRS % kTileK == 0 || kk0 < kCRS) ? __ldg(reinterpret_cast<const uint4*>(src))
                                                               : make_uint4(0, 0, 0, 0);
       } else {
-        unsigned h[8];
+        unsigned h[kV];
 #pragma unroll
-        for (int e = 0; e < 8; ++e)
-          h[e] = live && kk0 + e < kCRS ? __ldg(reinterpret_cast<const unsigned short*>(src) + e) : 0u;
-        b_reg[i] = pack_halves(h);
+        for (int e = 0; e < kV; ++e) h[e] = live && kk0 + e < kCRS ? load_bits(src + e) : 0u;
+        b_reg[i] = pack_chunk<T>(h);
       }
     }
   };
@@ -413,25 +474,28 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
       const int idx = tid + i * kThreads;
       if (kBChunks % kThreads == 0 || idx < kBChunks) {
         const int row = idx / kChunksPerRow;
-        *reinterpret_cast<uint4*>(s_b + G::at(row, (idx - row * kChunksPerRow) * 8)) = b_reg[i];
+        *reinterpret_cast<uint4*>(s_b + G::at(row, (idx - row * kChunksPerRow) * kV)) = b_reg[i];
       }
     }
   };
 
   float acc[kMI][kNI][4];
+  auto zero_accumulators = [&] {
 #pragma unroll
-  for (int i = 0; i < kMI; ++i)
+    for (int i = 0; i < kMI; ++i)
 #pragma unroll
-    for (int j = 0; j < kNI; ++j)
+      for (int j = 0; j < kNI; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  };
+  zero_accumulators();
 
   // One stage's products: per 16-wide step, the warp's A and B fragments by ldmatrix, then its MMAs.
   auto multiply = [&](int buf) {
     const T* const s_a = smem + buf * G::kStage;
     const T* const s_b = s_a + kTileM * G::kPitch;
     if constexpr (kMma != 0) {
-      // The warpgroup's 64 rows of A and kWarpN rows of B, 16 reduction elements (32 bytes) per step; this
+      // The warpgroup's 64 rows of A and kWarpN rows of B, kKStep reduction elements (32 bytes) per step; this
       // thread's accumulators of channel step j are acc[0][kStepN / 8 * j ..] (kStepN / 8 n8 groups).
       const int group = warp / 4;
       const T* const wa = s_a + (group % kWarpsM) * 64 * kTileK;  // both A layouts: 64 x kTileK a block
@@ -439,26 +503,28 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
       // Channels in 128s where the warpgroup's tile allows (A read once per 128), else in 64s.
       constexpr int kStepN = kWarpN % 128 == 0 ? 128 : 64;
 #pragma unroll
-      for (int ks = 0; ks < kTileK; ks += 16)
+      for (int ks = 0; ks < kTileK; ks += kKStep)
 #pragma unroll
         for (int j = 0; j < kWarpN / kStepN; ++j) {
-          // K-major A: 16 reduction elements along its rows; pixel-major: 16 rows of 64 pixels further.
+          // K-major A: kKStep reduction elements along its rows; pixel-major: 16 rows of 64 pixels further.
           const unsigned long long da = kMnA ? wgmma_descriptor_mn(wa + ks * 64, 64 * kTileK * 2)
                                              : wgmma_descriptor(wa + ks);
           const unsigned long long db = wgmma_descriptor(wb + j * kStepN * kTileK + ks);
-          wgmma_step<MmaType<T>::kBf16, kStepN, kMnA ? 1 : 0>(&acc[0][kStepN / 8 * j], da, db);
+          wgmma_step<MmaType<T>::kType, kStepN, kMnA ? 1 : 0>(&acc[0][kStepN / 8 * j], da, db);
         }
     } else {
 #pragma unroll
-      for (int ks = 0; ks < kTileK; ks += 16) {
+      // Per 32-byte step the fragments are the same bytes for k16 halves and k8 TF32: ldmatrix's 8x8 b16
+      // matrices are 8 rows x 16 bytes, i.e. 8 x 4 floats, which is where m16n8k8's a0..a3 / b0, b1 sit.
+      for (int ks = 0; ks < kTileK; ks += kKStep) {
         unsigned af[kMI][4], bf[kNI / 2][4];
 #pragma unroll
         for (int i = 0; i < kMI; ++i)
-          ldmatrix_x4(af[i], s_a + (warp_m * kWarpM + i * 16 + lane % 16) * G::kPitch + ks + (lane / 16) * 8);
+          ldmatrix_x4(af[i], s_a + (warp_m * kWarpM + i * 16 + lane % 16) * G::kPitch + ks + (lane / 16) * kV);
 #pragma unroll
         for (int j = 0; j < kNI / 2; ++j)
           ldmatrix_x4(bf[j], s_b + (warp_n * kWarpN + j * 16 + (lane / 16) * 8 + lane % 8) * G::kPitch + ks +
-                                 ((lane / 8) % 2) * 8);
+                                 ((lane / 8) % 2) * kV);
 #pragma unroll
         for (int i = 0; i < kMI; ++i)
 #pragma unroll
@@ -480,25 +546,25 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
   // The epilogue, given where the tile is staged (s_out: the stage buffers after the main loop's last barrier,
   // or a persistent block's own region past them).
   auto epilogue = [&](T* const s_out) {
-    // Accumulators (+ bias) -> shared as T, [k][m] for NCHW, [m][k] for NHWC, then stored in 8-element chunks:
-    // runs of consecutive outputs of y, a pixel's channels (NHWC) or a channel's pixels (NCHW, pq a multiple of
-    // 8). chunk_at gives chunk idx's offset in y, -1 outside it.
-    constexpr int kColChunks = kTileN / 8, kRowChunks = kTileM / 8, kStoreChunks = kTileM * kTileN / 8;
+    // Accumulators (+ bias) -> shared as T, [k][m] for NCHW, [m][k] for NHWC, then stored in 16-byte chunks of
+    // kV elements: runs of consecutive outputs of y, a pixel's channels (NHWC) or a channel's pixels (NCHW, pq a
+    // multiple of kV). chunk_at gives chunk idx's offset in y, -1 outside it.
+    constexpr int kColChunks = kTileN / kV, kRowChunks = kTileM / kV, kStoreChunks = kTileM * kTileN / kV;
     constexpr int kPer = (kStoreChunks + kThreads - 1) / kThreads;  // chunks per thread
     auto chunk_at = [&](int idx) -> long long {
       if constexpr (kStoreNhwc != 0) {
-        const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * 8, m = m0 + row;
+        const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * kV, m = m0 + row;
         if (m >= m_total || (kK % kTileN != 0 && k >= kK)) return -1;
         return static_cast<long long>(m) * kK + k;
       } else {
-        const int col = idx / kRowChunks, k = k0 + col, m = m0 + (idx - col * kRowChunks) * 8;
+        const int col = idx / kRowChunks, k = k0 + col, m = m0 + (idx - col * kRowChunks) * kV;
         if ((kK % kTileN != 0 && k >= kK) || m >= m_total) return -1;
         const int img = m / pq;
         return (static_cast<long long>(img) * kK + k) * pq + (m - img * pq);
       }
     };
     const bool vectors =
-        (kStoreNhwc ? kK % 8 == 0 : pq % 8 == 0) && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
+        (kStoreNhwc ? kK % kV == 0 : pq % kV == 0) && (reinterpret_cast<unsigned long long>(a.y) & 15) == 0;
     const bool r_vectors = (reinterpret_cast<unsigned long long>(a.res) & 15) == 0;
     // An epilogue's residual chunks are loaded before the tile is staged, so their latency overlaps it (up to 8
     // chunks, 32 registers, a thread; beyond that each is read as it is stored).
@@ -536,14 +602,14 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
         }
       }
     __syncthreads();
-    // The staged chunk idx: 8 consecutive elements of s_out.
+    // The staged chunk idx: kV consecutive elements of s_out.
     auto staged = [&](int idx) -> const T* {
       if constexpr (kStoreNhwc != 0) {
         const int row = idx / kColChunks;
-        return s_out + row * G::kOutPitchNhwc + (idx - row * kColChunks) * 8;
+        return s_out + row * G::kOutPitchNhwc + (idx - row * kColChunks) * kV;
       } else {
         const int col = idx / kRowChunks;
-        return s_out + col * G::kOutPitch + (idx - col * kRowChunks) * 8;
+        return s_out + col * G::kOutPitch + (idx - col * kRowChunks) * kV;
       }
     };
     if (vectors) {
@@ -562,19 +628,19 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
         *reinterpret_cast<Chunk*>(a.y + at) = v;
       }
     } else if constexpr (kStoreNhwc != 0) {
-      // K not a multiple of 8 or y misaligned: a chunk's channels one by one.
+      // K not a multiple of kV or y misaligned: a chunk's channels one by one.
 #pragma unroll 4
       for (int idx = tid; idx < kStoreChunks; idx += kThreads) {
-        const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * 8, m = m0 + row;
+        const int row = idx / kColChunks, k = k0 + (idx - row * kColChunks) * kV, m = m0 + row;
         if (m >= m_total || (kK % kTileN != 0 && k >= kK)) continue;
         const long long at = static_cast<long long>(m) * kK + k;
         const T* src = staged(idx);
 #pragma unroll
-        for (int e = 0; e < 8; ++e)
-          if (kK % 8 == 0 || k + e < kK) a.y[at + e] = apply_epilogue<Epi>(src[e], a.res + at + e);
+        for (int e = 0; e < kV; ++e)
+          if (kK % kV == 0 || k + e < kK) a.y[at + e] = apply_epilogue<Epi>(src[e], a.res + at + e);
       }
     } else {
-      // Pixels per image not a multiple of 8 or y misaligned: element by element, coalesced along the pixels.
+      // Pixels per image not a multiple of kV or y misaligned: element by element, coalesced along the pixels.
 #pragma unroll 4
       for (int idx = tid; idx < kTileN * kTileM; idx += kThreads) {
         const int col = idx / kTileM, mm = idx - col * kTileM;
@@ -592,14 +658,14 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
   const int kt0 = split * kPerSplit;
   const int count = kKTiles - kt0 < kPerSplit ? kKTiles - kt0 : kPerSplit;
   if constexpr (kStages > 0) {
-    // Stage kt's copies into buffer `buf`: each A chunk is the 8 channels (c .. c + 7) of tap (r, s) of one
-    // pixel (kk = (r * S + s) * C + c), each B chunk 8 consecutive weights of one filter row.
+    // Stage kt's copies into buffer `buf`: each A chunk is the kV channels (c .. c + kV - 1) of tap (r, s) of one
+    // pixel (kk = (r * S + s) * C + c), each B chunk kV consecutive weights of one filter row.
     // A thread's chunks all sit in one column of the stage (kThreads is a multiple of the chunks per row), kRowStep
     // rows apart: the tap, channel and reduction bounds are worked out once a stage, the shared offsets and the
     // weights' addresses are this thread's first plus constants.
     static_assert(kThreads % kChunksPerRow == 0, "a thread's chunks share a column");
     constexpr int kRowStep = kThreads / kChunksPerRow;
-    const int my_row = tid / kChunksPerRow, my_col = (tid % kChunksPerRow) * 8;
+    const int my_row = tid / kChunksPerRow, my_col = (tid % kChunksPerRow) * kV;
     // kMnA: a thread copies the 8-pixel run mn_chunk * 8 of the A tile for channels mn_row + i * kMnStep of the
     // stage. The run is one 16-byte copy where every image's pixels come in 8s (H * W a multiple of 8), else 8- or
     // 4-byte pieces (H * W a multiple of 4 or 2, by rule), each inside one image; mn_base[p] is piece p's address
@@ -659,7 +725,7 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
       const int kk = kt * kTileK + my_col;
       const int c = kk % kC, rs = kk / kC, r = rs / kS, dy = r * kDilH, dx = (rs - r * kS) * kDilW;
       const bool in_reduction = kCRS % kTileK == 0 || kk < kCRS;
-      const long long tap = static_cast<long long>((dy * a.w + dx) * kC + c) * 2;
+      const long long tap = static_cast<long long>((dy * a.w + dx) * kC + c) * sizeof(T);
 #pragma unroll
       for (int i = 0; i < (kMnA ? 0 : kAPer); ++i) {
         if (kAChunks % kThreads != 0 && tid + i * kThreads >= kAChunks) continue;
@@ -728,51 +794,47 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
           m0 = tile / tiles_n * kTileM;
           k0 = tile % tiles_n * kTileN;
           epilogue(s_out);
-#pragma unroll
-          for (int i = 0; i < kMI; ++i)
-#pragma unroll
-            for (int j = 0; j < kNI; ++j)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+          zero_accumulators();
         }
       }
       cp_async_wait<0>();
-      return;
-    }
-    // Prologue: slices 0 .. kAhead - 1 in flight (a group per slice, empty past them, so the count of groups a
-    // wait leaves pending always means the same slices).
+      return;  // every tile stored
+    } else {
+      // Prologue: slices 0 .. kAhead - 1 in flight (a group per slice, empty past them, so the count of groups a
+      // wait leaves pending always means the same slices).
 #pragma unroll
-    for (int st = 0; st < kAhead; ++st) {
-      if (st < count) copy_stage(kt0 + st, st, m0, k0);
-      cp_async_commit();
-    }
-    int read = 0, write = kAhead;
+      for (int st = 0; st < kAhead; ++st) {
+        if (st < count) copy_stage(kt0 + st, st, m0, k0);
+        cp_async_commit();
+      }
+      int read = 0, write = kAhead;
 #pragma unroll 1
-    for (int it = 0; it < count; ++it) {
-      cp_async_wait<kAhead - 1>();  // slice it has landed (this thread's copies) ...
-      if constexpr (kMma != 0) {
-        fence_proxy_async_shared();  // ... visible to wgmma's operand reads,
-        wgmma_wait<1>();             // and this warpgroup's slice it - 2 multiplied
+      for (int it = 0; it < count; ++it) {
+        cp_async_wait<kAhead - 1>();  // slice it has landed (this thread's copies) ...
+        if constexpr (kMma != 0) {
+          fence_proxy_async_shared();  // ... visible to wgmma's operand reads,
+          wgmma_wait<1>();             // and this warpgroup's slice it - 2 multiplied
+        }
+        __syncthreads();  // ... everyone's; buffer `write` (slice it - 1, wgmma: it - 2) is no longer read
+        if (it + kAhead < count) copy_stage(kt0 + it + kAhead, write, m0, k0);
+        cp_async_commit();
+        if constexpr (kMma != 0) {
+          wgmma_fence();
+          multiply(read);
+          wgmma_commit();
+        } else {
+          multiply(read);
+        }
+        read = read + 1 == kStages ? 0 : read + 1;
+        write = write + 1 == kStages ? 0 : write + 1;
       }
-      __syncthreads();  // ... everyone's; buffer `write` (slice it - 1, wgmma: it - 2) is no longer read
-      if (it + kAhead < count) copy_stage(kt0 + it + kAhead, write, m0, k0);
-      cp_async_commit();
       if constexpr (kMma != 0) {
-        wgmma_fence();
-        multiply(read);
-        wgmma_commit();
-      } else {
-        multiply(read);
+        wgmma_wait<0>();
+        pin_accumulators();
       }
-      read = read + 1 == kStages ? 0 : read + 1;
-      write = write + 1 == kStages ? 0 : write + 1;
+      cp_async_wait<0>();
+      __syncthreads();
     }
-    if constexpr (kMma != 0) {
-      wgmma_wait<0>();
-      pin_accumulators();
-    }
-    cp_async_wait<0>();
-    __syncthreads();
   } else if (count > 0) {
     // Tables by stage parity (kt & 1), shared buffers by this block's slice parity (it & 1).
     fill_table(kt0);
@@ -801,47 +863,49 @@ __device__ __forceinline__ void igemm_tile(Args<T> a, void* workspace, T* const 
     }
   }
 
-  if constexpr (kSplitK > 1) {
-    // Split reduction: every block stores its float partial tile (element e of every thread contiguous), then
-    // counts itself in; the tile's last block to arrive sums the kSplitK partials in split order (the same
-    // result whichever block is last), resets the counter for the next launch and runs the epilogue.
-    constexpr int kAcc = kMI * kNI * 4;
-    const int tile = tile_n * tiles_m + tile_m;
-    unsigned* const counters = static_cast<unsigned*>(workspace);
-    float* const partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
-                                                     igemm_counter_bytes(tiles_mn));
-    float* const mine = partials + (static_cast<long long>(tile) * kSplitK + split) * kAcc * kThreads;
+  if constexpr (!kPersist) {  // persistent blocks stored their tiles above
+    if constexpr (kSplitK > 1) {
+      // Split reduction: every block stores its float partial tile (element e of every thread contiguous), then
+      // counts itself in; the tile's last block to arrive sums the kSplitK partials in split order (the same
+      // result whichever block is last), resets the counter for the next launch and runs the epilogue.
+      constexpr int kAcc = kMI * kNI * 4;
+      const int tile = tile_n * tiles_m + tile_m;
+      unsigned* const counters = static_cast<unsigned*>(workspace);
+      float* const partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
+                                                       igemm_counter_bytes(tiles_mn));
+      float* const mine = partials + (static_cast<long long>(tile) * kSplitK + split) * kAcc * kThreads;
 #pragma unroll
-    for (int i = 0; i < kMI; ++i)
+      for (int i = 0; i < kMI; ++i)
 #pragma unroll
-      for (int j = 0; j < kNI; ++j)
+        for (int j = 0; j < kNI; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) __stcg(mine + ((i * kNI + j) * 4 + e) * kThreads + tid, acc[i][j][e]);
-    __threadfence();
-    __syncthreads();
-    bool last = false;
-    if (tid == 0) {
-      last = atomicAdd(counters + tile, 1u) == kSplitK - 1;
-      if (last) counters[tile] = 0;
-    }
-    if (!__syncthreads_or(last)) return;
-    __threadfence();
-    const float* const first = partials + static_cast<long long>(tile) * kSplitK * kAcc * kThreads;
+          for (int e = 0; e < 4; ++e) __stcg(mine + ((i * kNI + j) * 4 + e) * kThreads + tid, acc[i][j][e]);
+      __threadfence();
+      __syncthreads();
+      bool last = false;
+      if (tid == 0) {
+        last = atomicAdd(counters + tile, 1u) == kSplitK - 1;
+        if (last) counters[tile] = 0;
+      }
+      if (!__syncthreads_or(last)) return;
+      __threadfence();
+      const float* const first = partials + static_cast<long long>(tile) * kSplitK * kAcc * kThreads;
 #pragma unroll
-    for (int i = 0; i < kMI; ++i)
+      for (int i = 0; i < kMI; ++i)
 #pragma unroll
-      for (int j = 0; j < kNI; ++j)
+        for (int j = 0; j < kNI; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float* src = first + ((i * kNI + j) * 4 + e) * kThreads + tid;
-          float sum = __ldcg(src);
+          for (int e = 0; e < 4; ++e) {
+            const float* src = first + ((i * kNI + j) * 4 + e) * kThreads + tid;
+            float sum = __ldcg(src);
 #pragma unroll 1
-          for (int z = 1; z < kSplitK; ++z) sum += __ldcg(src + static_cast<long long>(z) * kAcc * kThreads);
-          acc[i][j][e] = sum;
-        }
-  }
+            for (int z = 1; z < kSplitK; ++z) sum += __ldcg(src + static_cast<long long>(z) * kAcc * kThreads);
+            acc[i][j][e] = sum;
+          }
+    }
 
-  epilogue(smem);
+    epilogue(smem);
+  }
 }
 
 /// Bytes of the repacking kernel's workspace before its split-K part (the barrier counter), and the alignment of
@@ -885,7 +949,8 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
                                                                            blockIdx.y, blockIdx.z, gridDim.x,
                                                                            gridDim.x * gridDim.y);
   } else {
-    static_assert(kC % 8 == 0 && kStages > 0, "repacking feeds the cp.async pipeline 8-channel taps");
+    constexpr int kV = 16 / sizeof(T);  // channels per 16-byte tap chunk (8 halves, 4 floats)
+    static_assert(kC % kV == 0 && kStages > 0, "repacking feeds the cp.async pipeline 16-byte taps");
     constexpr int kThreads = (kMma ? 128 : 32) * kWarpsM * kWarpsN;
     constexpr int kRS = kR * kS;
     const int tid = threadIdx.x;
@@ -899,72 +964,74 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
         kSplitK > 1 ? igemm_counter_bytes(tiles_mn) + static_cast<long long>(tiles_mn) * kSplitK * kTileM * kTileN * 4
                     : 0;
     T* const xs = reinterpret_cast<T*>(bytes + kRepackHeaderBytes + igemm_align256(split_bytes));
-    T* const ws = xs + igemm_align256(static_cast<long long>(a.n) * hw * kC * 2) / 2;
+    T* const ws = xs + igemm_align256(static_cast<long long>(a.n) * hw * kC * sizeof(T)) / sizeof(T);
 
-    // w {K,C,R,S} -> {K,R,S,C}: a thread per 8 channels of one (k, r, s), gathered kRS apart, stored as one vector
-    // (a 1x1 filter's weights too: the copy is aligned wherever w is not).
+    // w {K,C,R,S} -> {K,R,S,C}: a thread per kV channels of one (k, r, s), gathered kRS apart, stored as one
+    // 16-byte vector (a 1x1 filter's weights too: the copy is aligned wherever w is not).
     {
-      constexpr int kChunks = kK * kRS * (kC / 8);
+      constexpr int kChunks = kK * kRS * (kC / kV);
       for (int idx = blockIdx.x * kThreads + tid; idx < kChunks; idx += gridDim.x * kThreads) {
-        const int c8 = idx % (kC / 8), rest = idx / (kC / 8), rs = rest % kRS, k = rest / kRS;
-        const unsigned short* src =
-            reinterpret_cast<const unsigned short*>(a.wt) + (static_cast<long long>(k) * kC + c8 * 8) * kRS + rs;
-        unsigned h[8];
+        const int cv = idx % (kC / kV), rest = idx / (kC / kV), rs = rest % kRS, k = rest / kRS;
+        const T* src = a.wt + (static_cast<long long>(k) * kC + cv * kV) * kRS + rs;
+        unsigned h[kV];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) h[e] = __ldg(src + e * kRS);
-        *reinterpret_cast<uint4*>(ws + (static_cast<long long>(k) * kRS + rs) * kC + c8 * 8) = pack_halves(h);
+        for (int e = 0; e < kV; ++e) h[e] = load_bits(src + e * kRS);
+        *reinterpret_cast<uint4*>(ws + (static_cast<long long>(k) * kRS + rs) * kC + cv * kV) = pack_chunk<T>(h);
       }
     }
     // x {N,C,H,W} -> {N,H,W,C}, through shared memory in tiles of 64 channels x kThreads pixels: each thread
-    // reads 8 runs of 8 pixels of one channel (16-byte vectors where H * W is a multiple of 8 and x is aligned)
-    // and writes 8 runs of 8 channels of one pixel as 16-byte vectors.
+    // reads kRuns runs of kV pixels of one channel (16-byte vectors where H * W is a multiple of kV and x is
+    // aligned) and writes kRuns chunks of kV channels of one pixel as 16-byte vectors.
     {
-      constexpr int kTP = kThreads, kPitch = kTP + 2;  // pixels per tile; halves per staged channel (odd words)
-      constexpr int kRunsPerRow = kTP / 8;
-      unsigned short* const stage = reinterpret_cast<unsigned short*>(smem);
+      using Word = typename RawBits<sizeof(T)>::type;
+      // Pixels per tile; elements per staged channel (an odd number of words: the column reads of the write
+      // phase fall in distinct banks).
+      constexpr int kTP = kThreads, kPitch = kTP + (sizeof(T) == 2 ? 2 : 1);
+      constexpr int kRunsPerRow = kTP / kV, kRuns = 64 / kV;  // runs of a staged channel; runs per thread
+      Word* const stage = reinterpret_cast<Word*>(smem);
       const int c_tiles = (kC + 63) / 64, p_tiles = (hw + kTP - 1) / kTP;
       const int x_tiles = a.n * c_tiles * p_tiles;
-      const bool vectors = hw % 8 == 0 && (reinterpret_cast<unsigned long long>(a.x) & 15) == 0;
+      const bool vectors = hw % kV == 0 && (reinterpret_cast<unsigned long long>(a.x) & 15) == 0;
       for (int t = blockIdx.x; t < x_tiles; t += gridDim.x) {
         const int pt = t % p_tiles, rest = t / p_tiles, ct = rest % c_tiles, img = rest / c_tiles;
         const int c0 = ct * 64, p0 = pt * kTP;
-        const unsigned short* src =
-            reinterpret_cast<const unsigned short*>(a.x) + (static_cast<long long>(img) * kC + c0) * hw + p0;
-        if (vectors) {  // all 8 runs' loads in flight, then their stores
-          uint4 v[8];
+        const T* src = a.x + (static_cast<long long>(img) * kC + c0) * hw + p0;
+        if (vectors) {  // all kRuns runs' loads in flight, then their stores
+          uint4 v[kRuns];
 #pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const int idx = tid + i * kThreads, row = idx / kRunsPerRow, j = (idx % kRunsPerRow) * 8;
+          for (int i = 0; i < kRuns; ++i) {
+            const int idx = tid + i * kThreads, row = idx / kRunsPerRow, j = (idx % kRunsPerRow) * kV;
             v[i] = c0 + row < kC && p0 + j < hw
                        ? __ldg(reinterpret_cast<const uint4*>(src + static_cast<long long>(row) * hw + j))
                        : make_uint4(0, 0, 0, 0);
           }
 #pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const int idx = tid + i * kThreads, row = idx / kRunsPerRow, j = (idx % kRunsPerRow) * 8;
+          for (int i = 0; i < kRuns; ++i) {
+            const int idx = tid + i * kThreads, row = idx / kRunsPerRow, j = (idx % kRunsPerRow) * kV;
             unsigned* dst = reinterpret_cast<unsigned*>(stage + row * kPitch + j);  // 4-byte aligned rows
             dst[0] = v[i].x, dst[1] = v[i].y, dst[2] = v[i].z, dst[3] = v[i].w;
           }
-        } else {  // element by element (H * W not a multiple of 8, or x misaligned): small images
+        } else {  // element by element (H * W not a multiple of kV, or x misaligned): small images
 #pragma unroll 2
-          for (int i = 0; i < 8; ++i) {
-            const int idx = tid + i * kThreads, row = idx / kRunsPerRow, j = (idx % kRunsPerRow) * 8;
-            const unsigned short* run = src + static_cast<long long>(row) * hw + j;
+          for (int i = 0; i < kRuns; ++i) {
+            const int idx = tid + i * kThreads, row = idx / kRunsPerRow, j = (idx % kRunsPerRow) * kV;
+            const T* run = src + static_cast<long long>(row) * hw + j;
 #pragma unroll
-            for (int e = 0; e < 8; ++e)
-              stage[row * kPitch + j + e] = c0 + row < kC && p0 + j + e < hw ? __ldg(run + e) : 0;
+            for (int e = 0; e < kV; ++e)
+              stage[row * kPitch + j + e] =
+                  c0 + row < kC && p0 + j + e < hw ? static_cast<Word>(load_bits(run + e)) : Word{0};
           }
         }
         __syncthreads();
 #pragma unroll 2
-        for (int i = 0; i < 8; ++i) {
-          const int idx = tid + i * kThreads, pixel = idx / 8, c8 = idx % 8;
-          if (p0 + pixel >= hw || c0 + c8 * 8 >= kC) continue;
-          unsigned h[8];
+        for (int i = 0; i < kRuns; ++i) {
+          const int idx = tid + i * kThreads, pixel = idx / kRuns, cv = idx % kRuns;
+          if (p0 + pixel >= hw || c0 + cv * kV >= kC) continue;
+          unsigned h[kV];
 #pragma unroll
-          for (int e = 0; e < 8; ++e) h[e] = stage[(c8 * 8 + e) * kPitch + pixel];
-          *reinterpret_cast<uint4*>(xs + (static_cast<long long>(img) * hw + p0 + pixel) * kC + c0 + c8 * 8) =
-              pack_halves(h);
+          for (int e = 0; e < kV; ++e) h[e] = stage[(cv * kV + e) * kPitch + pixel];
+          *reinterpret_cast<uint4*>(xs + (static_cast<long long>(img) * hw + p0 + pixel) * kC + c0 + cv * kV) =
+              pack_chunk<T>(h);
         }
         __syncthreads();
       }

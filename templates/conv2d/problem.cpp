@@ -23,7 +23,7 @@ std::int64_t parse_int(const std::map<std::string, std::string>& options, const 
     if (required)
       throw InvalidArgument("conv2d problem: missing '" + key +
                             "' (options: dtype, n, c, h, w, k, r, s, stride, padding, dilation, bias, layout, "
-                            "epilogue)");
+                            "epilogue, precision)");
     return fallback;
   }
   std::int64_t v = 0;
@@ -62,6 +62,7 @@ ConvProblem problem_of(const Conv2dParams& p, DType dtype, bool has_bias) {
   s.bias = has_bias;
   s.layout = p.layout;
   s.epilogue = p.epilogue;
+  s.precision = p.precision;
   return ConvProblem(dtype, s);
 }
 
@@ -73,7 +74,7 @@ std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& 
   static const char* const known[] = {"dtype", "n",     "c",        "h",          "w",          "k",
                                       "r",     "s",     "stride",   "stride_h",   "stride_w",   "padding",
                                       "pad_h", "pad_w", "dilation", "dilation_h", "dilation_w", "bias",
-                                      "layout", "epilogue"};
+                                      "layout", "epilogue", "precision"};
   for (const auto& option : options)  // no structured binding: clang 14 cannot capture one in the lambda
     if (const std::string& key = option.first;
         std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) ==
@@ -81,7 +82,7 @@ std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& 
       throw InvalidArgument(
           "conv2d problem: unknown option '" + key +
           "'; options are dtype, n, c, h, w, k, r, s, stride[_h|_w], padding / pad_h / pad_w, "
-          "dilation[_h|_w], bias, layout, epilogue");
+          "dilation[_h|_w], bias, layout, epilogue, precision");
   auto dt = options.find("dtype");
   if (dt == options.end())
     throw InvalidArgument("conv2d problem: missing 'dtype' (float32, float16 or bfloat16)");
@@ -109,6 +110,12 @@ std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& 
       throw InvalidArgument("conv2d problem: layout '" + layout->second + "' is not nchw or nhwc (channels last)");
   }
   if (auto epilogue = options.find("epilogue"); epilogue != options.end()) s.epilogue = epilogue->second;
+  if (auto precision = options.find("precision"); precision != options.end()) {
+    if (precision->second == "tf32") s.precision = Fp32Precision::kTF32;
+    else if (precision->second != "ieee")
+      throw InvalidArgument("conv2d problem: precision '" + precision->second +
+                            "' is not ieee (exact float32 products) or tf32 (TF32 tensor cores allowed)");
+  }
   return std::make_unique<ConvProblem>(parse_dtype(dt->second), s);
 }
 
@@ -125,6 +132,11 @@ std::unique_ptr<Problem> problem_from_call(const CallArgs& args) {
   if (layout != 0 && layout != 1)
     throw InvalidArgument("conv2d: layout " + std::to_string(layout) + " is neither NCHW (0) nor NHWC (1)");
   params.layout = static_cast<ImageLayout>(layout);
+  const std::int64_t precision = in.next();
+  if (precision != 0 && precision != 1)
+    throw InvalidArgument("conv2d: precision " + std::to_string(precision) +
+                          " is neither ieee (0, exact float32 products) nor tf32 (1, TF32 tensor cores allowed)");
+  params.precision = static_cast<Fp32Precision>(precision);
   params.epilogue = in.text();
   return std::make_unique<ConvProblem>(problem_of(params, dtype, bias));
 }
@@ -137,6 +149,11 @@ ConvProblem::ConvProblem(DType dtype, const Shape& s) : dtype_(dtype), shape_(s)
                           " is not supported; use float32, float16 or bfloat16");
   if (s.layout != ImageLayout::kNCHW && s.layout != ImageLayout::kNHWC)
     throw InvalidArgument("conv2d: unknown layout " + std::to_string(static_cast<int>(s.layout)));
+  if (s.precision != Fp32Precision::kIeee && s.precision != Fp32Precision::kTF32)
+    throw InvalidArgument("conv2d: unknown precision " + std::to_string(static_cast<int>(s.precision)) +
+                          "; it is ieee or tf32");
+  // Only float32 inputs lose bits to TF32: a 16-bit problem is the same with either, so it keeps one signature.
+  if (dtype != DType::kFloat32) shape_.precision = Fp32Precision::kIeee;
   auto positive = [](const char* what, std::int64_t v) {
     if (v < 1)
       throw InvalidArgument(std::string("conv2d: ") + what + " = " + std::to_string(v) + " must be >= 1");
@@ -225,14 +242,16 @@ std::string ConvProblem::signature() const {
          ";h=" + std::to_string(s.h) +
          ";k=" + std::to_string(s.k) + ";layout=" + std::string(image_layout_name(s.layout)) +
          ";n=" + std::to_string(s.n) + ";pad_h=" + std::to_string(s.pad_h) +
-         ";pad_w=" + std::to_string(s.pad_w) + ";r=" + std::to_string(s.r) + ";s=" + std::to_string(s.s) +
+         ";pad_w=" + std::to_string(s.pad_w) + (tf32() ? ";precision=tf32" : "") + ";r=" + std::to_string(s.r) +
+         ";s=" + std::to_string(s.s) +
          ";stride_h=" + std::to_string(s.stride_h) + ";stride_w=" + std::to_string(s.stride_w) +
          ";w=" + std::to_string(s.w);
 }
 
 std::string ConvProblem::group() const {
   const Shape& s = shape_;
-  return std::string(dtype_name(dtype_)) + "|" + std::string(image_layout_name(s.layout)) + "|f=" +
+  return std::string(dtype_name(dtype_)) + (tf32() ? "+tf32|" : "|") + std::string(image_layout_name(s.layout)) +
+         "|f=" +
          std::to_string(s.r) + "x" + std::to_string(s.s) +
          "|st=" + std::to_string(s.stride_h) + "x" + std::to_string(s.stride_w) +
          "|d=" + std::to_string(s.dilation_h) + "x" + std::to_string(s.dilation_w);

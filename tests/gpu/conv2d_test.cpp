@@ -4,7 +4,8 @@
 // the tensor-core direct kernel (algo 2) over both layouts and odd channel counts; Winograd (algo 3) in float32 over
 // both layouts, odd channels and sizes, every padding, every knob value and a residual epilogue; sampled configurations of the
 // space through the tuner's verification, every knob value (cp.async stages, split-K and algo 2's tiles included)
-// launched directly; the tuned pick; N = 0 and bad input.
+// launched directly; TF32 (precision tf32) on the implicit GEMM over both layouts, odd channels, misaligned pointers
+// and every knob value; the tuned pick; N = 0 and bad input.
 #include <jitune/jitune.hpp>
 #include <jitune/tuner.hpp>
 
@@ -33,6 +34,7 @@ Conv2dParams params_of(const templates::conv2d::ConvProblem::Shape& s) {
   p.dilation = {s.dilation_h, s.dilation_w};
   p.layout = s.layout;
   p.epilogue = s.epilogue;
+  p.precision = s.precision;
   return p;
 }
 
@@ -225,6 +227,78 @@ TEST_CASE("channels last (NHWC) on the implicit GEMM matches the CPU reference: 
   Buffer x(8 * 8 * 8 * 4), w(8 * 9 * 8 * 4), y(8 * 6 * 6 * 4);
   CHECK_THROWS_WITH_AS(conv2d(rt, x.at(0), w.at(0), nullptr, y.at(0), params_of(s), DType::kFloat32),
                        doctest::Contains("channels last runs on the implicit GEMM"), InvalidArgument);
+  // With the TF32 opt-in the implicit GEMM runs it.
+  s.precision = Fp32Precision::kTF32;
+  s.n = 1;
+  check_conv(rt, DType::kFloat32, s, 0, 7100);
+}
+
+TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM matches the CPU reference within TF32's bound") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  std::mt19937_64 rng(2032);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  // Both layouts; channels last with C a multiple of 4 (16-byte taps, the cp.async pipeline) and not (element
+  // gathers); NCHW through registers; long reductions so the default takes the tensor cores.
+  const std::int64_t channels[] = {64, 37, 48, 20, 96, 30, 128, 45};
+  int cases = 0;
+  for (std::int64_t c : channels) {
+    templates::conv2d::ConvProblem::Shape s;
+    s.layout = cases % 2 ? ImageLayout::kNHWC : ImageLayout::kNCHW;
+    s.precision = Fp32Precision::kTF32;
+    s.c = c, s.n = pick(1, 3);
+    s.r = pick(1, 5), s.s = cases % 3 ? s.r : pick(1, 4);
+    s.c = std::max<std::int64_t>(s.c, (256 + s.r * s.s - 1) / (s.r * s.s));
+    s.k = cases % 4 == 0 ? 64 : pick(32, 100);
+    s.bias = cases % 3 != 0;
+    random_geometry(rng, s, 24, 30);
+    const templates::conv2d::ConvProblem p(DType::kFloat32, s);
+    INFO(p.signature());
+    CHECK(p.signature().find(";precision=tf32;") != std::string::npos);
+    CHECK(Config::parse(rt.explain("conv2d", p.signature()).config).at("algo") == 1);
+    // Misaligned pointers (element loads and stores) on every third case.
+    check_conv(rt, DType::kFloat32, s, static_cast<std::size_t>(cases % 3 == 2 ? pick(1, 3) : 0), 9100 + cases);
+    ++cases;
+  }
+  CHECK(cases == 8);
+  // TF32 must not serve an exact float32 call: the same layer without the opt-in runs an exact kernel and meets
+  // float32's tolerance.
+  templates::conv2d::ConvProblem::Shape s;
+  s.n = 2, s.c = 64, s.h = s.w = 20, s.k = 64, s.r = s.s = 3, s.pad_h = s.pad_w = 1;
+  check_conv(rt, DType::kFloat32, s, 0, 9200);
+  CHECK(Config::parse(rt.explain("conv2d", templates::conv2d::ConvProblem(DType::kFloat32, s).signature()).config)
+            .at("algo") != 1);
+  // A layer large enough for the sm_90 default to repack x to channels last (4-channel taps) before wgmma, every
+  // pointer misaligned by one element (the copies are aligned whatever x and w are).
+  s.n = 16, s.h = s.w = 28, s.precision = Fp32Precision::kTF32, s.bias = true;
+  const templates::conv2d::ConvProblem big(DType::kFloat32, s);
+  if (rt.device().cc() == 90)
+    CHECK(Config::parse(rt.explain("conv2d", big.signature()).config).at("repack") == 1);
+  check_conv(rt, DType::kFloat32, s, 1, 9300);
+  // Every knob value of the TF32 implicit GEMM, launched directly: NCHW through registers or repacked, channels
+  // last with 4-channel taps (C = 40, not a multiple of 8) on the cp.async pipeline (wgmma on sm_90), split-K included (C * R *
+  // S = 360: 23 stages of 16, enough for split_k 8).
+  driver::StreamHandle stream;
+  const Family& fam = templates::conv2d::conv2d_family();
+  for (const char* sig :
+       {"bias=1;c=40;dilation_h=1;dilation_w=2;dtype=float32;h=29;k=48;layout=nchw;n=2;pad_h=1;pad_w=2;"
+        "precision=tf32;r=3;s=3;stride_h=2;stride_w=1;w=45",
+        "bias=1;c=40;dilation_h=1;dilation_w=1;dtype=float32;h=23;k=72;layout=nhwc;n=2;pad_h=1;pad_w=1;"
+        "precision=tf32;r=3;s=3;stride_h=1;stride_w=2;w=31"}) {
+    auto problem = fam.parse_problem(sig);
+    const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);
+    std::set<std::pair<std::string, std::int64_t>> seen;
+    const std::vector<Config> sample = test::conv2d_knob_sample(p, rt.device(), 1, seen);
+    INFO(std::string(sig));
+    for (std::int64_t v : {2, 4, 8}) CHECK(seen.count({"split_k", v}) == 1);
+    for (std::int64_t v : {2, 3, 4}) CHECK(seen.count({"stages", v}) == 1);  // NCHW: repacked first
+    if (rt.device().cc() == 90) CHECK(seen.count({"mma", 1}) == 1);
+    if (p.shape().layout == ImageLayout::kNCHW) CHECK(seen.count({"repack", 1}) == 1);
+    REQUIRE(sample.size() >= 5);
+    CHECK(launch_and_check(rt, p, sample, stream.get()) == sample.size());
+  }
 }
 
 TEST_CASE("the tensor-core direct kernel (algo 2) matches the CPU reference: both layouts, odd channels, strides, paddings, dilations") {

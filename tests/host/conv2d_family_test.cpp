@@ -8,6 +8,8 @@
 #include <set>
 #include <string_view>
 
+#include <jitune/ops/conv2d.hpp>
+
 #include "runtime/compiler.hpp"
 #include "templates/conv2d/conv2d.hpp"
 #include "templates/conv2d/conv2d_detail.hpp"
@@ -284,9 +286,13 @@ TEST_CASE("the public cases have tuning spaces of a tractable size") {
     CHECK(legal.size() <= 450);
     CHECK(legal.front() == fam().heuristic(*p, dev));
   }
-  CHECK(fam().default_suite().size() == 35);
+  CHECK(fam().default_suite().size() == 42);
   CHECK(fam().default_suite()[28].first == "conv_float32_N1C64H56W56K64R3P1");
-  CHECK(fam().default_suite().back().first == "conv_float32_N32C64H56W56K64R3P1_nhwc");
+  CHECK(fam().default_suite()[34].first == "conv_float32_N32C64H56W56K64R3P1_nhwc");
+  // The float32 layers again with the TF32 opt-in (issue 18 item 3).
+  CHECK(fam().default_suite()[35].first == "conv_float32_N1C64H56W56K64R3P1_tf32");
+  CHECK(fam().default_suite()[35].second.find(";pad_w=1;precision=tf32;") != std::string::npos);
+  CHECK(fam().default_suite().back().first == "conv_float32_N32C64H56W56K64R3P1_nhwc_tf32");
   CHECK(fam().default_suite()[23].first == "conv_float16_N1C320H64W64K320R3P1_nhwc");
   CHECK(fam().default_suite()[21].second.find("layout=nhwc") != std::string::npos);
   CHECK(fam().default_suite()[27].first == "conv_float16_N1C64H56W56K64R3P1_bias_add_relu");
@@ -360,7 +366,8 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
     for (auto [name, value] : changes) x.set(name, value);
     return fam().validate(p, x, d);
   };
-  CHECK(why(*f32, {}, dev).find("takes float16 or bfloat16; float32 runs the direct kernel") != std::string::npos);
+  CHECK(why(*f32, {}, dev).find("takes float16 or bfloat16, or float32 where the problem opts in to TF32 (precision "
+                                "tf32); this float32 problem keeps its products exact") != std::string::npos);
   DeviceInfo turing = nominal_device(80);
   turing.cc_major = 7, turing.cc_minor = 5;
   CHECK(why(*f16, {}, turing).find("(sm_80 or newer); the device is sm_75") != std::string::npos);
@@ -449,7 +456,7 @@ TEST_CASE("wgmma (mma 1): sm_90 only, its tile rules, and the channels-last defa
     return fam().validate(*body, x, d);
   };
   CHECK(why({}, ampere).find("mma 1 (wgmma) runs on sm_90 only; the device is sm_80") != std::string::npos);
-  CHECK(why({{"tile_k", 32}}, hopper).find("tile_k 64, not 32") != std::string::npos);
+  CHECK(why({{"tile_k", 32}}, hopper).find("tile_k 64 for float16, not 32") != std::string::npos);
   CHECK(why({{"warps_m", 1}}, hopper).find("tile_m = 64 * warps_m (128 with warps_m 1)") != std::string::npos);
   CHECK(why({{"warps_n", 2}}, hopper).find("channels in 64s; tile_n / warps_n = 32") != std::string::npos);
   CHECK(why({{"stages", 2}}, hopper).find("stages 0 (through registers) or 3 and more") != std::string::npos);
@@ -1267,6 +1274,138 @@ TEST_CASE("NVRTC compiles the Winograd kernel (algo 3) over every knob value, bo
           }
       REQUIRE(sample.size() >= 6u);
       CHECK(compile_sample(compiler, *p, sample, dev, true) == sample.size());
+    }
+}
+
+
+TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as an opt-in; signature, rules, NVRTC") {
+  auto conv = [](const char* dtype, const char* precision, const char* layout = "nchw", const char* c = "64") {
+    return problem({{"dtype", dtype}, {"n", "2"}, {"c", c}, {"h", "28"}, {"w", "28"}, {"k", "64"}, {"r", "3"},
+                    {"padding", "1"}, {"layout", layout}, {"precision", precision}});
+  };
+  auto tf32 = conv("float32", "tf32"), ieee = conv("float32", "ieee");
+  // The opt-in is part of the problem: its own signature (alphabetical, after pad_w) and group, parsed back.
+  CHECK(tf32->signature().find(";pad_w=1;precision=tf32;r=3;") != std::string::npos);
+  CHECK(ieee->signature().find("precision") == std::string::npos);
+  CHECK(ieee->signature() == conv("float32", "ieee")->signature());
+  CHECK(tf32->signature() != ieee->signature());
+  CHECK(fam().parse_problem(tf32->signature())->signature() == tf32->signature());
+  CHECK(tf32->group() == "float32+tf32|nchw|f=3x3|st=1x1|d=1x1");
+  CHECK(ieee->group() == "float32|nchw|f=3x3|st=1x1|d=1x1");
+  // 16-bit inputs are exact on tensor cores either way: their problems drop it (one signature).
+  CHECK(conv("float16", "tf32")->signature() == conv("float16", "ieee")->signature());
+  CHECK_FALSE(as_conv(*conv("bfloat16", "tf32")).tf32());
+  CHECK_THROWS_WITH_AS(conv("float32", "fp16"), doctest::Contains("precision 'fp16' is not ieee"), InvalidArgument);
+  // A call passes it after the layout.
+  Conv2dParams params;
+  params.input = {2, 64, 28, 28};
+  params.weight = {64, 64, 3, 3};
+  params.padding = {1, 1};
+  params.precision = Fp32Precision::kTF32;
+  CallArgs args;
+  conv2d_call_args(args, params, DType::kFloat32, false);
+  CHECK(fam().problem_from_call(args)->signature() == tf32->signature());
+  params.precision = static_cast<Fp32Precision>(7);
+  CallArgs bad;
+  conv2d_call_args(bad, params, DType::kFloat32, false);
+  CHECK_THROWS_WITH_AS(fam().problem_from_call(bad), doctest::Contains("precision 7 is neither ieee"), InvalidArgument);
+
+  for (int cc : {80, 90}) {
+    const DeviceInfo dev = nominal_device(cc);
+    INFO("sm_", cc);
+    // The default runs TF32 tensor cores where a float16 problem would run the implicit GEMM; exact otherwise.
+    const Config h = fam().heuristic(*tf32, dev);
+    CHECK(h.at("algo") == 1);
+    CHECK(fam().validate(*tf32, h, dev).empty());
+    CHECK(fam().heuristic(*ieee, dev).at("algo") == 3);
+    CHECK(fam().validate(*ieee, h, dev).find("keeps its products exact") != std::string::npos);
+    // The tuner times the exact kernels beside the TF32 ones.
+    std::size_t pruned = 0;
+    std::set<std::int64_t> algos;
+    for (const Config& c : tuner::legal_candidates(fam(), *tf32, dev, pruned)) algos.insert(c.at("algo"));
+    CHECK(algos == std::set<std::int64_t>{0, 1, 3});
+    // What TF32 does not take: the NCHW pixel-run operand (wgmma reads TF32 K-major only). Repacking to channels
+    // last copies 4-channel taps (C a multiple of 4), its workspace sized in floats.
+    Config x = h;
+    x.set("repack", 1);
+    x.set("stages", 3);
+    x.set("split_k", 1);
+    if (cc == 90) x.set("mma", 1), x.set("tile_k", 32), x.set("tile_m", 64), x.set("warps_m", 1), x.set("tile_n", 64),
+                  x.set("warps_n", 1), x.set("split_k", 1), x.set("min_blocks", 1);
+    CHECK(templates::conv2d::kernel_limits(as_conv(*tf32), x, dev).empty());
+    CHECK(fam().prep(*tf32, x).workspace_bytes == 256 + (2 * 28 * 28 * 64 * 4 + 255) / 256 * 256 + 64 * 9 * 64 * 4);
+    auto six = conv("float32", "tf32", "nchw", "66");
+    CHECK(templates::conv2d::kernel_limits(as_conv(*six), x, dev).find("C a multiple of 4 (C = 66)") !=
+          std::string::npos);
+    auto one = problem({{"dtype", "float32"}, {"n", "2"}, {"c", "64"}, {"h", "28"}, {"w", "28"}, {"k", "64"},
+                        {"r", "1"}, {"precision", "tf32"}});
+    const Config h1 = fam().heuristic(*one, dev);
+    CHECK(h1.at("algo") != 1);  // C * R * S = 64: the direct kernel, as for float16
+    Config runs = fam().heuristic(*conv("float16", "ieee"), nominal_device(90));
+    runs.set("stages", 3);
+    runs.set("tile_k", 32);
+    if (cc == 90)
+      CHECK(fam().validate(*one, runs, dev).find("which TF32 does not take") != std::string::npos);
+  }
+  // wgmma stages 128-byte rows: 32 floats.
+  const DeviceInfo h100 = nominal_device(90);
+  auto nhwc = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                       {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}, {"precision", "tf32"}});
+  const Config wg = fam().heuristic(*nhwc, h100);
+  CHECK(wg.at("algo") == 1);
+  CHECK(wg.at("mma") == 1);
+  CHECK(wg.at("tile_k") == 32);
+  CHECK(wg.at("stages") > 0);  // channels last, C a multiple of 4: the cp.async pipeline
+  CHECK(fam().validate(*nhwc, wg, h100).empty());
+  // The same layer in NCHW: repacked to channels last first (TF32 has no pixel-run operand), 1x1 layers too.
+  auto nchw = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                       {"r", "3"}, {"padding", "1"}, {"precision", "tf32"}});
+  const Config rp = fam().heuristic(*nchw, h100);
+  CHECK(rp.at("repack") == 1);
+  CHECK(rp.at("mma") == 1);
+  CHECK(fam().validate(*nchw, rp, h100).empty());
+  auto expand = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "256"},
+                         {"r", "1"}, {"precision", "tf32"}});
+  CHECK(fam().heuristic(*expand, h100).at("repack") == 0);  // C * R * S = 64: below the implicit GEMM's default
+  Config wide = wg;
+  wide.set("tile_k", 64);
+  CHECK(fam().validate(*nhwc, wide, h100).find("tile_k 32 for float32, not 64") != std::string::npos);
+  auto odd = conv("float32", "tf32", "nhwc", "6");
+  Config pipelined = wg;
+  CHECK(fam().validate(*odd, pipelined, h100).find("C a multiple of 4 (C = 6)") != std::string::npos);
+  // The tolerance adds TF32's truncation of the inputs (about 2^-10 relative a product).
+  CHECK(fam().output_check(*tf32, 0).atol > fam().output_check(*ieee, 0).atol + 0.5);
+  // Register-staged stages of 64 floats spill: refused.
+  Config staged = fam().heuristic(*tf32, nominal_device(80));
+  staged.set("mma", 0);
+  staged.set("stages", 0);
+  staged.set("tile_k", 64);
+  CHECK(fam().validate(*tf32, staged, nominal_device(80)).find("256-byte rows spill") != std::string::npos);
+
+  // NVRTC builds every algo-1 knob value in TF32, both layouts, for sm_80 and sm_90, with an epilogue.
+  Compiler compiler;
+  for (int cc : {80, 90})
+    for (const char* layout : {"nchw", "nhwc"}) {
+      auto p = problem({{"dtype", "float32"}, {"n", "2"}, {"c", "96"}, {"h", "30"}, {"w", "64"}, {"k", "96"},
+                        {"r", "3"}, {"padding", "1"}, {"bias", "1"}, {"layout", layout}, {"precision", "tf32"},
+                        {"epilogue", "y = max(acc + r, 0.0f)"}});
+      const DeviceInfo dev = nominal_device(cc);
+      std::set<std::pair<std::string, std::int64_t>> seen;
+      const std::vector<Config> sample = test::conv2d_knob_sample(as_conv(*p), dev, 1, seen);
+      for (const Param& param : fam().space().params())
+        if (param.when == "algo" && param.is == 1)
+          for (std::int64_t value : param.values) {
+            INFO("sm_", cc, " ", layout, " ", param.name, "=", value);
+            // Not in TF32: persistent pixel runs (16-bit NCHW 1x1 only), wgmma before sm_90; repacking is NCHW's.
+            const bool never = (param.name == "persist" && value == 1) ||
+                               (param.name == "mma" && value == 1 && cc != 90) ||
+                               (param.name == "repack" && value == 1 && std::string_view(layout) == "nhwc");
+            CHECK(seen.count({param.name, value}) == (never ? 0u : 1u));
+          }
+      for (const Config& c : sample) {
+        INFO(c.text());
+        require_compiles(compiler, *p, c, dev);
+      }
     }
 }
 

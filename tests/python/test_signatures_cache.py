@@ -62,9 +62,14 @@ CASES = [
      ["scatter_add", "--op", "dot", "--dtype", "float32", "--n", "1000"]),
     ("conv2d", (SD((2, 3, 16, 16), "float16"), SD((8, 3, 3, 3), "float16"), SD((8,), "float16")),
      dict(stride=2, padding=1, dilation=(1, 2)), "conv2d",
-     [F16, 2, 3, 16, 16, 8, 3, 3, 3, 2, 2, 1, 1, 1, 2, 1, 0], None,
+     [F16, 2, 3, 16, 16, 8, 3, 3, 3, 2, 2, 1, 1, 1, 2, 1, 0, 0], None,
      ["conv2d", "--dtype", "float16", "--n", "2", "--c", "3", "--h", "16", "--w", "16", "--k", "8", "--r", "3",
       "--s", "3", "--stride", "2", "--padding", "1", "--dilation_h", "1", "--dilation_w", "2", "--bias", "1"]),
+    # The TF32 opt-in is a value of the call (after the layout) and an option of the CLI.
+    ("conv2d", (SD((2, 16, 9, 9), "float32"), SD((8, 16, 3, 3), "float32")), dict(padding=1, precision="tf32"),
+     "conv2d", [F32, 2, 16, 9, 9, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 1], None,
+     ["conv2d", "--dtype", "float32", "--n", "2", "--c", "16", "--h", "9", "--w", "9", "--k", "8", "--r", "3",
+      "--padding", "1", "--precision", "tf32"]),
     ("reduce_rows", (SD((7, 4097), "float32"), "max"), {}, "reduce_rows", [F32, 1, 7, 4097], None,
      ["reduce_rows", "--rows", "7", "--cols", "4097", "--op", "max", "--dtype", "float32"]),
     ("sum_rows", (SD((3, 5, 33), "bfloat16"),), {}, "reduce_rows", [BF16, 0, 15, 33], None,
@@ -116,6 +121,11 @@ def test_signature_errors_name_the_problem():
     # The C library's own checks come through with its message (the filter is larger than the input).
     with pytest.raises(jitune.InvalidArgumentError, match="conv2d"):
         jitune.signature("conv2d", SD((1, 3, 2, 2), "float32"), SD((4, 3, 5, 5), "float32"))
+    with pytest.raises(jitune.InvalidArgumentError, match="precision 'fp16'; it is 'ieee'"):
+        jitune.signature("conv2d", SD((1, 3, 8, 8), "float32"), SD((4, 3, 3, 3), "float32"), precision="fp16")
+    # float16 is exact on tensor cores either way: the opt-in leaves its signature as it is.
+    x16, w16 = SD((1, 8, 8, 8), "float16"), SD((4, 8, 3, 3), "float16")
+    assert jitune.signature("conv2d", x16, w16, precision="tf32") == jitune.signature("conv2d", x16, w16)
     with pytest.raises(jitune.InvalidArgumentError, match=r"grad_output is 12 x 13 but size / scale_factor give"):
         jitune.signature("upsample_nearest2d_backward", SD((2, 3, 12, 13), "float32"), (2, 3, 8, 9), scale_factor=2)
 

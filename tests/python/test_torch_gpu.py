@@ -218,6 +218,33 @@ def test_conv2d_channels_last_float32(filt, stride):
     assert y.is_contiguous(memory_format=torch.channels_last) == nhwc
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_conv2d_tf32_is_an_opt_in(channels_last):
+    """precision="tf32": a float32 convolution runs on TF32 tensor cores, within TF32's bound and visibly not exact;
+    channels_last stays channels_last for any filter (the TF32 NHWC kernel); the default stays exact. Eager and
+    under torch.compile."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = rand(2, 64, 21, 22).contiguous(memory_format=fmt)
+    w = (rand(48, 64, 3, 3) * 0.1).contiguous(memory_format=fmt)
+    b = rand(48)
+    want = F.conv2d(x.double(), w.double(), b.double(), stride=2, padding=1)
+    scale = F.conv2d(x.double().abs(), w.double().abs(), None, stride=2, padding=1).max().item()
+    exact = jt.conv2d(x, w, b, stride=2, padding=1)
+    tf32 = jt.conv2d(x, w, b, stride=2, padding=1, precision="tf32")
+    exact_err = (exact.double() - want).abs().max().item()
+    tf32_err = (tf32.double() - want).abs().max().item()
+    assert exact_err < 1e-5 * scale
+    assert tf32_err < 2.0 ** -9 * scale  # each input truncated to 10 mantissa bits
+    assert tf32_err > 4 * exact_err  # it did run on TF32
+    assert tf32.is_contiguous(memory_format=torch.channels_last) == channels_last
+    compiled = torch.compile(lambda a, c: jt.conv2d(a, c, b, stride=2, padding=1, precision="tf32"), fullgraph=True)
+    got = compiled(x, w)
+    assert (got.double() - want).abs().max().item() < 2.0 ** -9 * scale
+    assert got.is_contiguous(memory_format=torch.channels_last) == channels_last
+    with pytest.raises(jitune.InvalidArgumentError, match="precision 'fast'"):
+        jt.conv2d(x, w, b, precision="fast")
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_conv2d_fused_epilogue_is_one_call_of_the_chain(dtype, channels_last):

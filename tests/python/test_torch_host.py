@@ -57,6 +57,10 @@ def test_fake_shapes_follow_the_ops(fake):
         jt.conv2d(x, w, epilogue="y = acc + r", residual=cuda(2, 4, 3, 5, dtype=torch.float16))
     with pytest.raises(jitune.InvalidArgumentError, match="without an epilogue"):
         jt.conv2d(x, w, residual=cuda(2, 4, 3, 6, dtype=torch.float16))
+    x32 = cuda(2, 3, 5, 7)
+    assert jt.conv2d(x32, cuda(4, 3, 3, 2), precision="tf32").shape == (2, 4, 3, 6)
+    with pytest.raises(jitune.InvalidArgumentError, match="precision 'half'; it is 'ieee'"):
+        jt.conv2d(x32, cuda(4, 3, 3, 2), precision="half")
     assert jt.sum_rows(x).shape == (2, 3, 5) and jt.amax_rows(cuda(9)).shape == ()
     assert jt.dot(cuda(8), cuda(8)).shape == ()
     dst, src = cuda(10, 4), cuda(6, 4)

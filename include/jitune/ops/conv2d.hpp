@@ -31,6 +31,11 @@ struct Conv2dParams {
   /// position; it is evaluated in float and rounded once. Constants are numbers in the text (each text is its own
   /// kernel). The syntax and functions are the elementwise op's.
   std::string epilogue;
+  /// float32 only: kTF32 lets the tuner run the convolution on TF32 tensor cores (the implicit GEMM on sm_80+),
+  /// each input truncated to 10 mantissa bits and the products summed in float, beside the exact kernels; the
+  /// fastest is kept. kIeee (the default) keeps every float32 product exact. float16 / bfloat16 ignore it. Part
+  /// of the problem's signature (";precision=tf32"), so TF32 and exact records never serve each other.
+  Fp32Precision precision = Fp32Precision::kIeee;
 };
 
 /// The output shape {N, K, P, Q} of `params`: P = (H + 2 * pad_h - dilation_h * (R - 1) - 1) / stride_h + 1,
@@ -39,7 +44,7 @@ struct Conv2dParams {
 std::array<std::int64_t, 4> conv2d_output_shape(const Conv2dParams& params);
 
 /// The call's values in the order the conv2d family reads them: dtype, input, weight, stride, padding, dilation,
-/// bias flag, layout; the epilogue is the call's text.
+/// bias flag, layout, precision; the epilogue is the call's text.
 inline void conv2d_call_args(CallArgs& args, const Conv2dParams& params, DType dtype, bool has_bias) {
   args.add(static_cast<std::int64_t>(dtype));
   for (const auto* part : {params.input.data(), params.weight.data()})
@@ -48,6 +53,7 @@ inline void conv2d_call_args(CallArgs& args, const Conv2dParams& params, DType d
     for (int i = 0; i < 2; ++i) args.add(part[i]);
   args.add(has_bias ? 1 : 0);
   args.add(static_cast<std::int64_t>(params.layout));
+  args.add(static_cast<std::int64_t>(params.precision));
   args.text(params.epilogue);
 }
 
