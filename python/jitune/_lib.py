@@ -164,6 +164,17 @@ class Conv2dParams(_Sized):
     ]
 
 
+def fp32_precision_code(precision, context=""):
+    """jitune_conv2d_params.precision for "ieee" (exact float32 products) or "tf32" (TF32 tensor cores allowed);
+    anything else raises InvalidArgumentError, its message prefixed by `context`."""
+    code = {"ieee": 0, "tf32": 1}.get(precision) if isinstance(precision, str) else None
+    if code is None:
+        raise errors.InvalidArgumentError(
+            f"{context}precision {precision!r}; it is 'ieee' (exact float32 products, the default) or 'tf32' "
+            "(float32 may run on TF32 tensor cores, inputs truncated to 10 mantissa bits)")
+    return code
+
+
 class TuneResult(_Sized):
     _fields_ = [
         ("struct_size", c_size_t),

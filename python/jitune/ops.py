@@ -26,6 +26,7 @@ from ctypes import byref, c_int32, c_int64, c_uint64, c_void_p
 from . import _arrays, _runtime
 from ._arrays import DTYPE_NAMES, FLOAT_DTYPES, INT32, INT64, Operand, convert
 from ._lib import Conv2dParams, ImportReport as _ImportReportStruct, TuneResult as _TuneResultStruct
+from ._lib import fp32_precision_code
 from ._lib import UpsampleNearest2dShape, check, last_error, lib, text_call
 from ._runtime import runtime_for
 from .errors import ERROR_INVALID_ARGUMENT, InvalidArgumentError, error_for
@@ -524,16 +525,6 @@ def _sig_dot(x, y, out=None, stream=None):
 
 
 _CONV_LAYOUTS = {"nchw": 0, "nhwc": 1}
-_FP32_PRECISIONS = {"ieee": 0, "tf32": 1}
-
-
-def _fp32_precision(precision):
-    """The jitune_fp32_precision code of "ieee" (exact float32 products) or "tf32" (TF32 tensor cores allowed)."""
-    code = _FP32_PRECISIONS.get(precision) if isinstance(precision, str) else None
-    if code is None:
-        raise InvalidArgumentError(f"precision {precision!r}; it is 'ieee' (exact float32 products, the default) or "
-                                   "'tf32' (float32 may run on TF32 tensor cores, inputs truncated to 10 mantissa bits)")
-    return code
 
 
 def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw", epilogue=None, precision="ieee"):
@@ -569,7 +560,7 @@ def _conv2d_problem(x, w, bias, stride, padding, dilation, layout="nchw", epilog
     p.dilation[:] = _pair(dilation, "dilation")
     p.layout = _CONV_LAYOUTS[layout]
     p.epilogue = epilogue.encode() if epilogue else None
-    p.precision = _fp32_precision(precision)
+    p.precision = fp32_precision_code(precision)
     out_shape = (c_int64 * 4)()
     check(lib.jitune_conv2d_output_shape(byref(p), out_shape))
     n, k, h, w_ = tuple(out_shape)

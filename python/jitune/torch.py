@@ -930,15 +930,10 @@ def _conv_check(x, w, bias, stride, padding, dilation):
 
 _conv_params = {}  # (x shape, w shape, stride, padding, dilation, layout, epilogue, precision) -> jitune_conv2d_params
 _CHANNELS_LAST_DTYPES = (torch.float16, torch.bfloat16)
-_FP32_PRECISIONS = {"ieee": 0, "tf32": 1}
 
 
 def _precision_code(precision):
-    code = _FP32_PRECISIONS.get(precision) if isinstance(precision, str) else None
-    if code is None:
-        _fail(f"conv2d: precision {precision!r}; it is 'ieee' (exact float32 products, the default) or 'tf32' "
-              "(float32 may run on TF32 tensor cores, inputs truncated to 10 mantissa bits)")
-    return code
+    return _lib.fp32_precision_code(precision, "jitune: conv2d: ")
 
 
 def _conv_params_for(x, w, stride, padding, dilation, layout, epilogue=None, precision=0):
