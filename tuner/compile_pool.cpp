@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "tuner/tuner.hpp"
 
@@ -25,6 +26,35 @@ void CompileMemo::add(const std::vector<std::string>& keys, std::shared_ptr<cons
   }
   bytes_ += bytes;
   for (std::size_t u = 0; u < keys.size(); ++u) units_.insert_or_assign(keys[u], Hit{program, u});
+}
+
+std::vector<std::string> CompileMemo::claim(const std::vector<std::string>& keys) {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> got;
+  for (const std::string& key : keys)
+    if (!units_.contains(key) && in_flight_.insert(key).second) got.push_back(key);
+  return got;
+}
+
+bool CompileMemo::in_flight(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  return in_flight_.contains(key);
+}
+
+void CompileMemo::landed(const std::vector<std::string>& keys) {
+  {
+    std::lock_guard lock(mutex_);
+    for (const std::string& key : keys) in_flight_.erase(key);
+  }
+  landed_.notify_all();
+}
+
+std::optional<CompileMemo::Hit> CompileMemo::await(const std::string& key) const {
+  std::unique_lock lock(mutex_);
+  landed_.wait(lock, [&] { return !in_flight_.contains(key); });
+  auto it = units_.find(key);
+  if (it == units_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::size_t CompileMemo::bytes() const {
@@ -95,6 +125,25 @@ CompiledBatch make_batch(const std::string& program, const ProgramUnits& g, std:
   return part;
 }
 
+// The units `which` of `g` (indices into it), in that order.
+ProgramUnits subset(const ProgramUnits& g, const std::vector<std::size_t>& which) {
+  ProgramUnits out;
+  for (std::size_t u : which) {
+    out.index.emplace(g.names[u], out.names.size());
+    out.names.push_back(g.names[u]);
+    out.members.push_back(g.members[u]);
+  }
+  return out;
+}
+
+// The name expressions of a batch, one per unit, in unit order.
+std::vector<std::string> unit_names(const CompiledBatch& batch) {
+  std::vector<std::string> names;
+  for (std::size_t k = 0; k < batch.candidates.size(); ++k)
+    if (batch.unit[k] == names.size()) names.push_back(batch.name_expressions[k]);
+  return names;
+}
+
 struct MemoHits {
   std::vector<CompiledBatch> batches;  // ready: one per kept program
   std::size_t reused = 0;              // candidates they hold
@@ -154,58 +203,138 @@ CompilePool::CompilePool(const Compiler& compiler, const Family& family, const P
     probed = probed || hits.probed;
     for (CompiledBatch& b : hits.batches) done_.push_back(std::move(b));
   }
-  std::deque<CompiledBatch> batches;
+  std::deque<Work> work, waits;
   const std::size_t per_batch = std::clamp<std::size_t>((grouped.units + 2 * threads - 1) / (2 * threads), 1, 24);
   for (const std::string& program : grouped.order) {
     const ProgramUnits& g = grouped.programs[program];
-    std::size_t b = 0;
+    std::size_t first = 0;
     if (!probed) {
-      // The first unit holds configs[0]: compile it alone, now, as the probe.
-      compile_batch(make_batch(program, g, 0, 1));
-      const CompiledBatch& done = done_.back();
-      if (!done.output->ok)
-        throw CompileError("NVRTC cannot compile " + std::string(family.name()) + " " + problem.signature() +
-                               " even with its default config " + configs[0].text() + ":\n" + done.output->log,
-                           std::string(family.name()), configs[0].text(), done.output->options, done.output->log);
+      // The first unit holds configs[0]: compile it alone, now, as the probe (or wait for the prefetch's compile).
+      CompiledBatch probe = make_batch(program, g, 0, 1);
+      std::optional<CompileMemo::Hit> hit;
+      if (memo_) {
+        const std::string key = compiler_.binary_key(program, g.names[0], arch_);
+        if (memo_->claim({key}).empty()) hit = memo_->await(key);
+      }
+      if (hit) {
+        probe.output = hit->program;
+        for (std::size_t& u : probe.unit) u = hit->unit;
+        reused_ += probe.candidates.size();
+        done_.push_back(std::move(probe));
+      } else {
+        compile_batch(std::move(probe));
+        const CompiledBatch& done = done_.back();
+        if (!done.output->ok)
+          throw CompileError("NVRTC cannot compile " + std::string(family.name()) + " " + problem.signature() +
+                                 " even with its default config " + configs[0].text() + ":\n" + done.output->log,
+                             std::string(family.name()), configs[0].text(), done.output->options, done.output->log);
+      }
       probed = true;
-      b = 1;
+      first = 1;
     }
-    for (; b < g.names.size(); b += per_batch)
-      batches.push_back(make_batch(program, g, b, std::min(g.names.size(), b + per_batch)));
+    // This pool compiles the units it claims in the memo; the others are in flight there and are waited for last.
+    std::vector<std::size_t> mine, theirs;
+    if (memo_) {
+      std::vector<std::string> keys;
+      for (std::size_t u = first; u < g.names.size(); ++u) keys.push_back(compiler_.binary_key(program, g.names[u], arch_));
+      const std::vector<std::string> got = memo_->claim(keys);
+      const std::set<std::string> claimed(got.begin(), got.end());
+      for (std::size_t u = first; u < g.names.size(); ++u)
+        (claimed.contains(keys[u - first]) ? mine : theirs).push_back(u);
+    } else {
+      for (std::size_t u = first; u < g.names.size(); ++u) mine.push_back(u);
+    }
+    const ProgramUnits own = subset(g, mine);
+    for (std::size_t b = 0; b < own.names.size(); b += per_batch)
+      work.push_back({make_batch(program, own, b, std::min(own.names.size(), b + per_batch)), false});
+    if (!theirs.empty()) waits.push_back({make_batch(program, subset(g, theirs), 0, theirs.size()), true});
   }
-  todo_ = std::move(batches);
+  for (Work& w : waits) work.push_back(std::move(w));
+  todo_ = std::move(work);
   outstanding_ = todo_.size() + done_.size();
   threads = std::min<unsigned>(threads, std::max<std::size_t>(1, todo_.size()));
-  for (unsigned t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
+  for (unsigned t = 0; t < threads; ++t) threads_.emplace_back([this] { this->work(); });
 }
 
 CompilePool::~CompilePool() {
+  std::vector<std::string> unstarted;  // claimed in the memo by this pool, never compiled: others may compile them
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
+    for (const Work& w : todo_)
+      if (!w.await && memo_)
+        for (const std::string& name : unit_names(w.batch))
+          unstarted.push_back(compiler_.binary_key(w.batch.program, name, arch_));
     todo_.clear();
   }
   ready_.notify_all();
   for (auto& t : threads_) t.join();
+  if (memo_) memo_->landed(unstarted);
 }
 
 void CompilePool::work() {
   while (true) {
-    CompiledBatch batch;
+    Work w;
     {
       std::lock_guard lock(mutex_);
       if (stop_ || todo_.empty()) return;
-      batch = std::move(todo_.front());
+      w = std::move(todo_.front());
       todo_.pop_front();
     }
-    compile_batch(std::move(batch));
+    if (w.await)
+      await_batch(std::move(w.batch));
+    else
+      compile_batch(std::move(w.batch));
   }
 }
 
+void CompilePool::await_batch(CompiledBatch batch) {
+  const std::vector<std::string> names = unit_names(batch);
+  std::vector<std::optional<CompileMemo::Hit>> hits;
+  for (const std::string& name : names) hits.push_back(memo_->await(compiler_.binary_key(batch.program, name, arch_)));
+  // Units whose compile landed, one ready batch per kept program; the rest (their compile failed) compiled here.
+  std::map<const CompiledProgram*, CompiledBatch> ready;
+  CompiledBatch rest;
+  rest.program = batch.program;
+  std::vector<std::size_t> rest_unit(names.size(), SIZE_MAX);
+  std::size_t rest_units = 0, reused = 0;
+  for (std::size_t k = 0; k < batch.candidates.size(); ++k) {
+    const std::size_t u = batch.unit[k];
+    if (hits[u]) {
+      CompiledBatch& b = ready[hits[u]->program.get()];
+      b.program = batch.program;
+      b.output = hits[u]->program;
+      b.candidates.push_back(batch.candidates[k]);
+      b.name_expressions.push_back(batch.name_expressions[k]);
+      b.unit.push_back(hits[u]->unit);
+      ++reused;
+      continue;
+    }
+    if (rest_unit[u] == SIZE_MAX) rest_unit[u] = rest_units++;
+    rest.candidates.push_back(batch.candidates[k]);
+    rest.name_expressions.push_back(batch.name_expressions[k]);
+    rest.unit.push_back(rest_unit[u]);
+  }
+  if (rest_units > 0) {
+    std::vector<std::string> keys;
+    for (const std::string& name : unit_names(rest)) keys.push_back(compiler_.binary_key(rest.program, name, arch_));
+    memo_->claim(keys);  // compiled here whatever the claim says: landed by compile_batch
+  }
+  reused_ += reused;
+  {
+    std::lock_guard lock(mutex_);
+    outstanding_ += ready.size() + (rest_units > 0 ? 1 : 0) - 1;
+    for (auto& [program, b] : ready) done_.push_back(std::move(b));
+  }
+  ready_.notify_all();
+  if (rest_units > 0) compile_batch(std::move(rest));
+}
+
 void CompilePool::compile_batch(CompiledBatch batch) {
-  std::vector<std::string> names;
-  for (std::size_t k = 0; k < batch.candidates.size(); ++k)
-    if (batch.unit[k] == names.size()) names.push_back(batch.name_expressions[k]);
+  const std::vector<std::string> names = unit_names(batch);
+  std::vector<std::string> keys;
+  if (memo_)
+    for (const std::string& name : names) keys.push_back(compiler_.binary_key(batch.program, name, arch_));
   CompiledProgram out;
   try {
     out = compile_program(compiler_, batch.program, names, arch_, resource_report_, memo_);
@@ -229,14 +358,12 @@ void CompilePool::compile_batch(CompiledBatch batch) {
       outstanding_ += singles.size() - 1;
     }
     for (auto& s : singles) compile_batch(std::move(s));
+    if (memo_) memo_->landed(keys);
     return;
   }
   batch.output = std::make_shared<const CompiledProgram>(std::move(out));
-  if (memo_ && batch.output->ok) {
-    std::vector<std::string> keys;
-    for (const std::string& name : names) keys.push_back(compiler_.binary_key(batch.program, name, arch_));
-    memo_->add(keys, batch.output);
-  }
+  if (memo_ && batch.output->ok) memo_->add(keys, batch.output);
+  if (memo_) memo_->landed(keys);
   {
     std::lock_guard lock(mutex_);
     seconds_ += batch.output->seconds;
@@ -261,9 +388,10 @@ double CompilePool::compile_seconds() const {
 }
 
 CompilePrefetch::CompilePrefetch(const Compiler& compiler, const DeviceInfo& device, CompileMemo& memo,
-                                 std::vector<Job> jobs, unsigned threads, bool resource_report, std::size_t first_job)
+                                 std::vector<Job> jobs, unsigned threads, bool resource_report, std::size_t first_job,
+                                 std::function<bool(std::size_t)> skip)
     : compiler_(compiler), device_(device), arch_(device.arch()), memo_(memo), jobs_(std::move(jobs)),
-      resource_report_(resource_report), next_job_(first_job), first_job_(first_job) {
+      resource_report_(resource_report), skip_(std::move(skip)), next_job_(first_job), first_job_(first_job) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
 }
@@ -311,11 +439,14 @@ bool CompilePrefetch::expand_next(std::unique_lock<std::mutex>& lock) {
   expanding_ = true;
   lock.unlock();
   std::vector<Batch> batches;
+  const bool skipped = skip_ && skip_(job);  // another process tunes it
   try {
     std::size_t pruned = 0;
     std::map<std::string, std::vector<std::string>> by_program;  // program text -> name expressions, in order
     std::vector<std::string> order;
-    for (const Config& c : legal_candidates(*j.family, *j.problem, device_, pruned)) {
+    const std::vector<Config> configs =
+        skipped ? std::vector<Config>{} : legal_candidates(*j.family, *j.problem, device_, pruned);
+    for (const Config& c : configs) {
       KernelSource src = j.family->source(*j.problem, c);
       auto [it, fresh] = by_program.try_emplace(src.program);
       if (fresh) order.push_back(src.program);
@@ -368,19 +499,29 @@ void CompilePrefetch::work() {
     todo_.pop_front();
     ++compiling_;
     lock.unlock();
+    // Only the units nobody has compiled or started since the batch was made (a session's pool may hold some).
+    std::vector<std::string> keys;
+    for (const std::string& name : batch.names) keys.push_back(compiler_.binary_key(batch.program, name, arch_));
+    const std::vector<std::string> got = memo_.claim(keys);
+    if (got.size() < keys.size()) {
+      std::vector<std::string> names;
+      for (std::size_t u = 0; u < keys.size(); ++u)
+        if (std::find(got.begin(), got.end(), keys[u]) != got.end()) names.push_back(batch.names[u]);
+      batch.names = std::move(names);
+      keys = got;
+    }
     CompiledProgram out;
-    try {
-      out = compile_program(compiler_, batch.program, batch.names, arch_, resource_report_, &memo_);
-    } catch (const std::exception&) {
-      out.ok = false;
+    if (!batch.names.empty()) {
+      try {
+        out = compile_program(compiler_, batch.program, batch.names, arch_, resource_report_, &memo_);
+      } catch (const std::exception&) {
+        out.ok = false;
+      }
     }
     const double seconds = out.seconds;
-    const bool ok = out.ok;
-    if (ok) {
-      std::vector<std::string> keys;
-      for (const std::string& name : batch.names) keys.push_back(compiler_.binary_key(batch.program, name, arch_));
-      memo_.add(keys, std::make_shared<const CompiledProgram>(std::move(out)));
-    }
+    const bool ok = out.ok && !batch.names.empty();
+    if (ok) memo_.add(keys, std::make_shared<const CompiledProgram>(std::move(out)));
+    memo_.landed(keys);
     lock.lock();
     --compiling_;
     seconds_ += seconds;

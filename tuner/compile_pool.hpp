@@ -3,12 +3,15 @@
 // is split so every failure is attributed to its own config. Results arrive in completion order.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -32,6 +35,10 @@ struct CompiledBatch {
 /// is reused when another problem instantiates the same program text and name expression for the same architecture
 /// and NVRTC (the key is Compiler::binary_key). Failed compiles are not kept. When the kept programs pass `max_bytes`
 /// the memo is emptied and starts again.
+///
+/// The memo also knows which units are being compiled now (in flight: by the prefetch or by a session's pool), so
+/// one unit is not compiled twice at once in this process: the prefetch skips units in flight, and a pool that
+/// starts while the prefetch compiles some of its units waits for them (`await`) instead of compiling them again.
 class CompileMemo {
  public:
   explicit CompileMemo(std::size_t max_bytes = std::size_t{512} << 20) : max_bytes_(max_bytes) {}
@@ -40,6 +47,15 @@ class CompileMemo {
     std::size_t unit = 0;  ///< Index of the name expression in `program`.
   };
   std::optional<Hit> find(const std::string& key) const;
+  /// Marks the keys that are neither kept nor in flight as in flight and returns them (the caller compiles those and
+  /// must call `landed` for each, whatever the outcome).
+  std::vector<std::string> claim(const std::vector<std::string>& keys);
+  /// Whether `key` is being compiled now.
+  bool in_flight(const std::string& key) const;
+  /// The compile of `keys` has ended (kept by `add` before, or failed): waiting pools look again.
+  void landed(const std::vector<std::string>& keys);
+  /// Waits while `key` is in flight, then looks it up: nullopt when its compile failed (or the memo started again).
+  std::optional<Hit> await(const std::string& key) const;
   /// Bytes of the programs kept now, and the cap at which the memo starts again.
   std::size_t bytes() const;
   std::size_t max_bytes() const noexcept { return max_bytes_; }
@@ -53,7 +69,9 @@ class CompileMemo {
 
  private:
   mutable std::mutex mutex_;
+  mutable std::condition_variable landed_;
   std::map<std::string, Hit> units_;
+  std::set<std::string> in_flight_;
   std::size_t bytes_ = 0, max_bytes_;
   std::shared_ptr<SharedCompiles> shared_;
 };
@@ -63,7 +81,8 @@ class CompileMemo {
 /// loop come first, and what is left of the machine compiles ahead. A session that starts calls starting(): the
 /// prefetch then drops that session and every earlier one (its own pool compiles what is still missing). Programs
 /// that fail are dropped (the session's pool compiles them again and reports each failure). Stops adding when the
-/// memo is three quarters full, so it never forces the memo to start again.
+/// memo is three quarters full, so it never forces the memo to start again. Units in flight in the memo (a session's
+/// pool compiles them) are not compiled again here.
 class CompilePrefetch {
  public:
   struct Job {
@@ -72,9 +91,11 @@ class CompilePrefetch {
   };
   /// `device` gives the legal candidates (Family::check) and `arch`; `resource_report` must match the sessions'
   /// (TuneOptions::reject_spills), so a kept program carries the register report the session needs. Jobs before
-  /// `first_job` are never compiled (the session that starts at once compiles its own).
+  /// `first_job` are never compiled (the session that starts at once compiles its own). `skip`, when given, is asked
+  /// (on a prefetch thread) before a job is expanded: true leaves the job alone (another process tunes it).
   CompilePrefetch(const Compiler& compiler, const DeviceInfo& device, CompileMemo& memo, std::vector<Job> jobs,
-                  unsigned threads, bool resource_report, std::size_t first_job = 0);
+                  unsigned threads, bool resource_report, std::size_t first_job = 0,
+                  std::function<bool(std::size_t job)> skip = {});
   ~CompilePrefetch();
   CompilePrefetch(const CompilePrefetch&) = delete;
   CompilePrefetch& operator=(const CompilePrefetch&) = delete;
@@ -102,6 +123,7 @@ class CompilePrefetch {
   CompileMemo& memo_;
   std::vector<Job> jobs_;
   bool resource_report_;
+  std::function<bool(std::size_t)> skip_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Batch> todo_;
@@ -120,7 +142,8 @@ class CompilePool {
   /// heuristic default) is compiled first, on the calling thread: when it fails the problem itself cannot compile
   /// (a malformed expression, say) and CompileError is thrown with NVRTC's log instead of failing every config.
   /// With a `memo`, units compiled by earlier pools of this process are taken from it (delivered first, no NVRTC)
-  /// and new ones are added to it. `probe_first` false: configs[0] is not the default (a later round of a guided
+  /// and new ones are added to it; units the memo has in flight (the prefetch compiles them now) are waited for,
+  /// after this pool's own compiles, and compiled here only when theirs failed. `probe_first` false: configs[0] is not the default (a later round of a guided
   /// search) and is compiled like the others, its failure a verdict like theirs.
   CompilePool(const Compiler& compiler, const Family& family, const Problem& problem,
               const std::vector<Config>& configs, std::string arch, unsigned threads, bool resource_report,
@@ -133,21 +156,26 @@ class CompilePool {
   std::optional<CompiledBatch> next();
   /// Summed NVRTC time of all programs so far (seconds).
   double compile_seconds() const;
-  /// Candidates whose compiled unit came from the memo.
-  std::size_t reused() const noexcept { return reused_; }
+  /// Candidates whose compiled unit came from the memo (kept, or waited for): final once every batch is delivered.
+  std::size_t reused() const noexcept { return reused_.load(); }
 
  private:
+  struct Work {
+    CompiledBatch batch;
+    bool await = false;  ///< The memo has its units in flight: wait for them, compile only what failed.
+  };
   void work();
   void compile_batch(CompiledBatch batch);
+  void await_batch(CompiledBatch batch);
 
   const Compiler& compiler_;
   std::string arch_;
   bool resource_report_;
   CompileMemo* memo_;
-  std::size_t reused_ = 0;
+  std::atomic<std::size_t> reused_{0};
   mutable std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<CompiledBatch> todo_;
+  std::deque<Work> todo_;
   std::deque<CompiledBatch> done_;
   std::size_t outstanding_ = 0;
   double seconds_ = 0;

@@ -171,7 +171,6 @@ TuneReport Session::run() {
   runner->begin_setup();
   CompilePool pool(impl_.compiler, family_, problem_, configs_, device_.arch(), opt_.compile_threads,
                    opt_.reject_spills, opt_.compile_memo.get());
-  report_.compile_reused = pool.reused();
   const auto t_ref = Clock::now();
   report_.l2 = runner->setup();
   report_.reference_s = seconds_since(t_ref);
@@ -179,6 +178,7 @@ TuneReport Session::run() {
   key_ = impl_.record_key(family_, problem_);
   store_ = opt_.store && impl_.user_store && !impl_.user_store->read_only() ? impl_.user_store.get() : nullptr;
   time_candidates(pool, *runner, 0);
+  report_.compile_reused = pool.reused();
   if (guided_) search(*runner);
   const std::vector<const Candidate*> finalists = pick_finalists();
   const Candidate* winner = retime(*runner, finalists);
@@ -352,8 +352,8 @@ void Session::search(CandidateRunner& runner) {
     configs_.insert(configs_.end(), round.begin(), round.end());
     CompilePool pool(impl_.compiler, family_, problem_, round, device_.arch(), opt_.compile_threads,
                      opt_.reject_spills, opt_.compile_memo.get(), /*probe_first=*/false);
-    report_.compile_reused += pool.reused();
     time_candidates(pool, runner, first);
+    report_.compile_reused += pool.reused();
   }
   report_.round_sizes = guided_->round_sizes();
   report_.stopped = guided_->stopped();

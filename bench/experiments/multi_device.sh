@@ -4,12 +4,14 @@
 # stores compared per key. bench/RESULTS.md, 2026-11-26 evening (third session, continued) and 2026-11-27 (tenth
 # session).
 #   RUNS="kill one two compare" (default) picks the parts; FAMILIES="--family ..." the suite's families (default: all
-#   but conv2d). The whole suite with conv2d takes about 380 s on one GPU and more than 300 s on two, over a call's
+#   but conv2d; FAMILIES=all: the whole suite). Each run gets its own empty JITUNE_CACHE_DIR; the wall lines carry the
+#   CPU seconds of the run and its workers (user + system: NVRTC's compiles and the CPU references). The whole suite with conv2d takes about 380 s on one GPU and more than 300 s on two, over a call's
 #   600 s: run RUNS="one" in one call and RUNS="two compare" in the next on the same warm machine (the stores in /tmp
 #   stay while it is held).
 rm -rf build && ln -s build-dev build && src=$(grep -m1 '^CMAKE_HOME_DIRECTORY' build/CMakeCache.txt|cut -d= -f2); mkdir -p "$(dirname "$src")"; ln -sfn "$PWD" "$src"; export JITUNE_CACHE_DIR=/tmp/jcm
 build/jitune devices | head -4
 RUNS=${RUNS:-kill one two compare}
+[[ "${FAMILIES:-}" == all ]] && FAMILIES=" "
 F=${FAMILIES:---family elementwise --family elementwise_view --family permute --family upsample_nearest2d --family scatter_add --family reduce_rows}
 if [[ " $RUNS " == *" kill "* ]]; then
   # gpu 1's worker SIGKILLed mid-run.
@@ -23,12 +25,14 @@ if [[ " $RUNS " == *" kill "* ]]; then
 fi
 if [[ " $RUNS " == *" one "* ]]; then
   rm -f /tmp/one.sqlite
-  { /usr/bin/time -f "one GPU wall %e s" build/jitune --cache /tmp/one.sqlite tune --suite default $F ; } > $OUT/one.txt 2>&1
+  export JITUNE_CACHE_DIR=/tmp/jc-one
+  { timeout ${LIMIT:-3000} /usr/bin/time -f "one GPU wall %e s, CPU %U s user %S s system" build/jitune --cache /tmp/one.sqlite tune --suite default $F ; } > $OUT/one.txt 2>&1
   grep -E "where the|wall" $OUT/one.txt | tail -2
 fi
 if [[ " $RUNS " == *" two "* ]]; then
   rm -f /tmp/two.sqlite
-  { /usr/bin/time -f "two GPUs wall %e s" build/jitune --cache /tmp/two.sqlite tune --suite default $F --devices 0,1 ; } > $OUT/two.txt 2>&1
+  export JITUNE_CACHE_DIR=/tmp/jc-two
+  { /usr/bin/time -f "two GPUs wall %e s, CPU %U s user %S s system" build/jitune --cache /tmp/two.sqlite tune --suite default $F --devices 0,1 ; } > $OUT/two.txt 2>&1
   grep -E "^gpu [01]:|GPUs|wall|shared compiles|claims|where the" $OUT/two.txt | tail -12
 fi
 if [[ " $RUNS " == *" compare "* ]]; then

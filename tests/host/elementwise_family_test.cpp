@@ -2,8 +2,11 @@
 // workload and CPU reference, and an NVRTC compile of every legal config for sm_80 and sm_90.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "runtime/compiler.hpp"
 #include "templates/elementwise/elementwise.hpp"
@@ -369,6 +372,143 @@ TEST_CASE("a compile prefetch fills the memo with later sessions' kernels and sk
   CHECK(delivered == configs.size());
   CHECK(pool.reused() == configs.size());
   CHECK(compiler.compile_count() == before);
+}
+
+// The memo keys of `configs`' units (one per distinct instantiation), in order of first appearance.
+std::vector<std::string> unit_keys(const Compiler& compiler, const Problem& p, const std::vector<Config>& configs,
+                                   const std::string& arch) {
+  std::vector<std::string> keys;
+  for (const Config& c : configs) {
+    const KernelSource src = fam().source(p, c);
+    const std::string key = compiler.binary_key(src.program, src.name_expression, arch);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  return keys;
+}
+
+TEST_CASE("a pool that starts while the prefetch compiles some of its units waits for them instead of compiling them "
+          "again; when their compile fails it compiles them itself") {
+  Compiler compiler, elsewhere;  // the pool's, and the stand-in prefetch's (its NVRTC calls are counted apart)
+  const DeviceInfo dev = nominal_device(90);
+  auto p = problem("z = x * y + 3", "float16", 5001);
+  std::size_t pruned = 0;
+  // The default and candidates up to 8 distinct units (configs that differ in launch parameters only share one).
+  std::vector<Config> configs;
+  for (const Config& c : tuner::legal_candidates(fam(), *p, dev, pruned))
+    if (unit_keys(compiler, *p, configs, dev.arch()).size() < 8) configs.push_back(c);
+  const std::vector<std::string> keys = unit_keys(compiler, *p, configs, dev.arch());
+  REQUIRE(keys.size() >= 8);
+  // Units 2, 3 and 4 are "in flight" (claimed by someone else) when the pool starts.
+  const std::vector<std::string> theirs(keys.begin() + 2, keys.begin() + 5);
+  std::vector<std::size_t> their_configs;  // configs whose unit is one of them
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const KernelSource src = fam().source(*p, configs[i]);
+    const std::string key = compiler.binary_key(src.program, src.name_expression, dev.arch());
+    if (std::find(theirs.begin(), theirs.end(), key) != theirs.end()) their_configs.push_back(i);
+  }
+  const auto run = [&](tuner::CompilePool& pool) {
+    std::set<std::size_t> delivered;
+    while (auto batch = pool.next())
+      for (std::size_t b = 0; b < batch->candidates.size(); ++b) {
+        REQUIRE(batch->output->ok);
+        CHECK(batch->output->resources.at(batch->unit[b]).registers > 0);
+        CHECK(delivered.insert(batch->candidates[b]).second);  // each candidate once
+      }
+    return delivered.size();
+  };
+
+  SUBCASE("their compile lands: the pool takes it from the memo") {
+    tuner::CompileMemo memo;
+    REQUIRE(memo.claim(theirs).size() == theirs.size());
+    CHECK(memo.claim(theirs).empty());  // claimed once
+    std::thread prefetch([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::vector<std::string> names;
+      std::string program;
+      for (std::size_t i : their_configs) {
+        const KernelSource src = fam().source(*p, configs[i]);
+        program = src.program;
+        if (std::find(names.begin(), names.end(), src.name_expression) == names.end())
+          names.push_back(src.name_expression);
+      }
+      auto out = std::make_shared<const CompiledProgram>(elsewhere.compile(program, names, dev.arch(), true));
+      REQUIRE(out->ok);
+      std::vector<std::string> landed;
+      for (const std::string& name : names) landed.push_back(elsewhere.binary_key(program, name, dev.arch()));
+      memo.add(landed, out);
+      memo.landed(landed);
+    });
+    std::size_t delivered = 0;
+    {
+      tuner::CompilePool pool(compiler, fam(), *p, configs, dev.arch(), 2, true, &memo);
+      delivered = run(pool);
+      CHECK(pool.reused() == their_configs.size());
+    }
+    prefetch.join();
+    CHECK(delivered == configs.size());
+    CHECK(compiler.compile_count() >= 1);
+    // The pool compiled every unit but theirs, and none of theirs: its compiles hold keys.size() - 3 units.
+    CHECK(memo.units() == keys.size());
+    for (const std::string& key : keys) CHECK_FALSE(memo.in_flight(key));
+  }
+
+  SUBCASE("their compile fails (lands without a program): the pool compiles those units itself") {
+    tuner::CompileMemo memo;
+    REQUIRE(memo.claim(theirs).size() == theirs.size());
+    std::thread prefetch([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      memo.landed(theirs);
+    });
+    std::size_t delivered = 0;
+    {
+      tuner::CompilePool pool(compiler, fam(), *p, configs, dev.arch(), 2, true, &memo);
+      delivered = run(pool);
+      CHECK(pool.reused() == 0);
+    }
+    prefetch.join();
+    CHECK(delivered == configs.size());
+    CHECK(memo.units() == keys.size());
+    for (const std::string& key : keys) CHECK_FALSE(memo.in_flight(key));
+  }
+
+  SUBCASE("a pool dropped before its compiles start gives its claims back") {
+    tuner::CompileMemo memo;
+    {
+      tuner::CompilePool pool(compiler, fam(), *p, configs, dev.arch(), 1, true, &memo);
+    }
+    for (const std::string& key : keys) CHECK_FALSE(memo.in_flight(key));
+  }
+}
+
+TEST_CASE("the prefetch leaves skipped jobs and units in flight alone") {
+  Compiler compiler;
+  const DeviceInfo dev = nominal_device(90);
+  std::vector<tuner::CompilePrefetch::Job> jobs;
+  for (const char* expr : {"z = x * y", "z = x - y * 5", "z = x + y * 7"})
+    jobs.push_back({&fam(), std::shared_ptr<const Problem>(problem(expr, "float32", 4099))});
+  std::size_t pruned = 0;
+  const auto keys_of = [&](std::size_t j) {
+    return unit_keys(compiler, *jobs[j].problem, tuner::legal_candidates(fam(), *jobs[j].problem, dev, pruned),
+                     dev.arch());
+  };
+  tuner::CompileMemo memo;
+  const std::vector<std::string> held_elsewhere = memo.claim(keys_of(1));  // a session's pool compiles job 1
+  REQUIRE(!held_elsewhere.empty());
+  std::vector<std::size_t> asked;
+  std::mutex asked_lock;
+  {
+    tuner::CompilePrefetch prefetch(compiler, dev, memo, jobs, 2, true, 1, [&](std::size_t j) {
+      std::lock_guard lock(asked_lock);
+      asked.push_back(j);
+      return j == 2;  // another process tunes job 2
+    });
+    prefetch.wait();
+    CHECK(prefetch.units() == 0);
+  }
+  CHECK(asked == std::vector<std::size_t>{1, 2});
+  CHECK(compiler.compile_count() == 0);
+  CHECK(memo.units() == 0);
+  for (const std::string& key : held_elsewhere) CHECK(memo.in_flight(key));  // still the pool's
 }
 
 TEST_CASE("a broken expression fails fast with NVRTC's message") {

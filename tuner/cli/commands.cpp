@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -354,17 +355,28 @@ bool current_template(const cache::Record& r) {
 // Keeps the suite cases the caches do not serve exactly on the device (--missing); defined with Explainer below.
 void keep_missing(const Common& common, std::vector<TuneJob>& jobs, std::vector<std::string>& names);
 
+// With work claims (`claims` set), jobs[own...] are other shards' cases, and this process tunes only those nobody
+// has claimed when its own shard is done: the prefetch compiles its own shard's cases and skips any another process
+// has claimed (two --devices workers compiling each other's cases cost the host's NVRTC a fifth more CPU time:
+// bench/RESULTS.md, 2026-11-28, seventeenth session).
 std::unique_ptr<tuner::CompilePrefetch> start_prefetch(Runtime& rt, const TuneArgs& args,
                                                        const std::vector<TuneJob>& jobs,
                                                        const std::vector<std::shared_ptr<const Problem>>& problems,
-                                                       const std::shared_ptr<tuner::CompileMemo>& memo) {
+                                                       const std::shared_ptr<tuner::CompileMemo>& memo,
+                                                       const std::shared_ptr<const tuner::WorkClaims>& claims,
+                                                       std::size_t own) {
   // A sample or a guided search compiles a small part of each space: compiling every space ahead would be waste.
   if (jobs.size() <= 1 || !args.configs.empty() || args.strategy != "exhaustive") return nullptr;
   std::vector<tuner::CompilePrefetch::Job> ahead;
   for (std::size_t j = 0; j < jobs.size(); ++j) ahead.push_back({jobs[j].first, problems[j]});
+  std::function<bool(std::size_t)> skip;
+  if (claims)
+    skip = [claims, own, jobs](std::size_t j) {
+      return j >= own || claims->claimed(std::string(jobs[j].first->name()), jobs[j].second);
+    };
   return std::make_unique<tuner::CompilePrefetch>(internal::impl(rt).compiler, internal::impl(rt).device, *memo,
                                                   std::move(ahead), args.threads,
-                                                  tune_options(args, memo).reject_spills, 1);
+                                                  tune_options(args, memo).reject_spills, 1, std::move(skip));
 }
 
 }  // namespace
@@ -497,11 +509,11 @@ int tune(const Common& common, const TuneArgs& args) {
   if (!args.compile_share.empty()) memo->share(std::make_shared<tuner::SharedCompiles>(args.compile_share));
   std::vector<std::shared_ptr<const Problem>> problems;
   for (const auto& [f, signature] : jobs) problems.push_back(f->parse_problem(signature));
-  std::unique_ptr<tuner::CompilePrefetch> prefetch = start_prefetch(rt, args, jobs, problems, memo);
+  std::shared_ptr<tuner::WorkClaims> claims;
+  if (!args.claims.empty()) claims = std::make_shared<tuner::WorkClaims>(args.claims);
+  std::unique_ptr<tuner::CompilePrefetch> prefetch = start_prefetch(rt, args, jobs, problems, memo, claims, own);
   // While one session times, the next one's worker builds the workload and reference (prepare_session).
   std::shared_ptr<tuner::PreparedSession> prepared;
-  std::unique_ptr<tuner::WorkClaims> claims;
-  if (!args.claims.empty()) claims = std::make_unique<tuner::WorkClaims>(args.claims);
   std::size_t own_tuned = 0, others_tuned = 0;
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const std::string family(jobs[j].first->name());
