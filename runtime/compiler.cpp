@@ -37,7 +37,39 @@ bool has_fp16_header(const std::string& dir) {
 
 }  // namespace
 
+namespace {
+
+// SHA-256 over every header's name and contents, each with its length (no two lists share one).
+std::string digest_of(const std::vector<SourceFile>& headers) {
+  Sha256 h;
+  for (const SourceFile& f : headers)
+    for (const std::string* part : {&f.name, &f.contents}) {
+      const std::uint64_t n = part->size();
+      h.update(&n, sizeof n);
+      h.update(*part);
+    }
+  const auto d = h.digest();
+  return to_hex(d.data(), d.size());
+}
+
+}  // namespace
+
+Compiler::Compiler(std::vector<SourceFile> headers) : Compiler() {
+  own_headers_ = std::move(headers);
+  headers_digest_ = digest_of(*own_headers_);
+}
+
+const std::vector<SourceFile>& Compiler::headers() const {
+  return own_headers_ ? *own_headers_ : template_sources();
+}
+
 Compiler::Compiler() {
+  try {
+    headers_digest_ = digest_of(template_sources());
+  } catch (const Error&) {
+    // $JITUNE_TEMPLATE_DIR is unreadable: compile() says so; no key made here matches a binary built from templates.
+    headers_digest_ = "no templates";
+  }
   std::vector<std::pair<std::string, std::string>> tried;
   auto consider = [&](const char* origin, std::string dir) {
     if (!cuda_include_.empty() || dir.empty()) return;
@@ -69,7 +101,7 @@ std::vector<std::string> Compiler::base_options(const std::string& arch) const {
 
 std::string Compiler::binary_key(const std::string& program, const std::string& name_expression,
                                  const std::string& arch) const {
-  std::string material = program + '\0' + name_expression + '\0' + nvrtc_version_;
+  std::string material = program + '\0' + name_expression + '\0' + nvrtc_version_ + '\0' + headers_digest_;
   for (const std::string& o : base_options(arch))
     if (o.rfind("-I", 0) != 0) material += '\0' + o;  // the include folder's location does not change the code
   return sha256_hex(material);  // a file name nobody can make two programs share
@@ -80,7 +112,7 @@ CompiledProgram Compiler::compile(const std::string& program, const std::vector<
   if (!include_error_.empty()) throw Error(include_error_);
   ++compile_count_;
   CompiledProgram out;
-  const auto& sources = template_sources();
+  const auto& sources = headers();
   std::vector<const char*> header_names, header_texts;
   for (const SourceFile& f : sources) {
     header_names.push_back(f.name.c_str());

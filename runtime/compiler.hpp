@@ -3,8 +3,11 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "templates/sources.hpp"
 
 namespace jitune {
 
@@ -35,6 +38,8 @@ class Compiler {
   /// machine's toolkit, /usr/local/cuda/include. When none has cuda_fp16.h, compile() throws Error saying what was
   /// tried and how to set it (loading cached binaries still works).
   Compiler();
+  /// The same with `headers` as NVRTC's header list instead of the templates (tests: a changed template).
+  explicit Compiler(std::vector<SourceFile> headers);
 
   /// The include folder in use.
   const std::string& cuda_include() const noexcept { return cuda_include_; }
@@ -50,12 +55,16 @@ class Compiler {
   std::size_t compile_count() const noexcept { return compile_count_.load(); }
 
   /// Key of the binary holding one instantiation: SHA-256 of program + name expression + code-affecting options +
-  /// arch + NVRTC version (64 hex digits).
+  /// arch + NVRTC version + every header's name and contents (64 hex digits). The headers are in it because a
+  /// program's text only includes them: a kernel binary kept on disk must not outlive a change to its template.
   std::string binary_key(const std::string& program, const std::string& name_expression,
                          const std::string& arch) const;
 
  private:
   std::vector<std::string> base_options(const std::string& arch) const;
+  const std::vector<SourceFile>& headers() const;
+  std::optional<std::vector<SourceFile>> own_headers_;  ///< Set by the second constructor; else template_sources().
+  std::string headers_digest_;
   std::string cuda_include_;
   std::string include_error_;
   mutable std::atomic<std::size_t> compile_count_{0};

@@ -8,6 +8,7 @@
 
 #include "runtime/binary_cache.hpp"
 #include "runtime/compiler.hpp"
+#include "templates/sources.hpp"
 
 namespace jitune {
 
@@ -72,6 +73,34 @@ TEST_CASE("binary keys change with the program, the name and the architecture") 
   CHECK(k != c.binary_key("p2", "n", "sm_90"));
   CHECK(k != c.binary_key("p", "n2", "sm_90"));
   CHECK(k != c.binary_key("p", "n", "sm_80"));
+}
+
+TEST_CASE("binary keys change with any template's contents: a kept binary never outlives its template") {
+  // A program's text only includes its template (#include "conv2d/conv2d.cuh"), so the headers must be in the key:
+  // a kernel binary kept on disk by one jitune build (or $JITUNE_TEMPLATE_DIR) is not loaded by another.
+  const Compiler plain;
+  std::vector<SourceFile> same = template_sources(), edited = template_sources(), renamed = template_sources();
+  REQUIRE(edited.size() > 1);
+  edited.back().contents += "\n// an edit\n";
+  renamed.back().name += "x";
+  const Compiler a(same), b(edited), c(renamed);
+  const std::string program = "#include \"elementwise/elementwise.cuh\"\n", name = "kernel";
+  CHECK(plain.binary_key(program, name, "sm_90") == a.binary_key(program, name, "sm_90"));
+  CHECK(a.binary_key(program, name, "sm_90") != b.binary_key(program, name, "sm_90"));
+  CHECK(a.binary_key(program, name, "sm_90") != c.binary_key(program, name, "sm_90"));
+  CHECK(b.binary_key(program, name, "sm_90") != c.binary_key(program, name, "sm_90"));
+  // The edited list is what NVRTC sees: a header that no longer compiles fails the program.
+  std::vector<SourceFile> broken = template_sources();
+  bool found = false;
+  for (SourceFile& f : broken)
+    if (f.name == "elementwise/elementwise.cuh") {
+      f.contents = "#error this template was edited\n" + f.contents;
+      found = true;
+    }
+  REQUIRE(found);
+  const CompiledProgram out = Compiler(broken).compile(program, {}, "sm_90", false);
+  CHECK_FALSE(out.ok);
+  CHECK(out.log.find("this template was edited") != std::string::npos);
 }
 
 }  // namespace jitune
