@@ -236,7 +236,8 @@ CompilePool::CompilePool(const Compiler& compiler, const Family& family, const P
     std::vector<std::size_t> mine, theirs;
     if (memo_) {
       std::vector<std::string> keys;
-      for (std::size_t u = first; u < g.names.size(); ++u) keys.push_back(compiler_.binary_key(program, g.names[u], arch_));
+      for (std::size_t u = first; u < g.names.size(); ++u)
+        keys.push_back(compiler_.binary_key(program, g.names[u], arch_));
       const std::vector<std::string> got = memo_->claim(keys);
       const std::set<std::string> claimed(got.begin(), got.end());
       for (std::size_t u = first; u < g.names.size(); ++u)

@@ -143,8 +143,9 @@ class CompilePool {
   /// (a malformed expression, say) and CompileError is thrown with NVRTC's log instead of failing every config.
   /// With a `memo`, units compiled by earlier pools of this process are taken from it (delivered first, no NVRTC)
   /// and new ones are added to it; units the memo has in flight (the prefetch compiles them now) are waited for,
-  /// after this pool's own compiles, and compiled here only when theirs failed. `probe_first` false: configs[0] is not the default (a later round of a guided
-  /// search) and is compiled like the others, its failure a verdict like theirs.
+  /// after this pool's own compiles, and compiled here only when theirs failed. `probe_first` false: configs[0] is
+  /// not the default (a later round of a guided search) and is compiled like the others, its failure a verdict like
+  /// theirs.
   CompilePool(const Compiler& compiler, const Family& family, const Problem& problem,
               const std::vector<Config>& configs, std::string arch, unsigned threads, bool resource_report,
               CompileMemo* memo = nullptr, bool probe_first = true);
