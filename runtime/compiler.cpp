@@ -35,10 +35,6 @@ bool has_fp16_header(const std::string& dir) {
   return !dir.empty() && std::filesystem::exists(std::filesystem::path(dir) / "cuda_fp16.h", ec);
 }
 
-}  // namespace
-
-namespace {
-
 // SHA-256 over every header's name and contents, each with its length (no two lists share one).
 std::string digest_of(const std::vector<SourceFile>& headers) {
   Sha256 h;
