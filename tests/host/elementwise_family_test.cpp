@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <set>
@@ -328,12 +329,18 @@ TEST_CASE("a compile memo lets a later problem reuse the kernels an earlier one 
   CHECK(tiny.units() < memo.units());
 }
 
+// Prefetch jobs: one problem of 4099 elements of `dtype` per expression.
+std::vector<tuner::CompilePrefetch::Job> prefetch_jobs(std::initializer_list<const char*> exprs, const char* dtype) {
+  std::vector<tuner::CompilePrefetch::Job> jobs;
+  for (const char* expr : exprs) jobs.push_back({&fam(), std::shared_ptr<const Problem>(problem(expr, dtype, 4099))});
+  return jobs;
+}
+
 TEST_CASE("a compile prefetch fills the memo with later sessions' kernels and skips started ones") {
   Compiler compiler;
   const DeviceInfo dev = nominal_device(90);
-  std::vector<tuner::CompilePrefetch::Job> jobs;
-  for (const char* expr : {"z = x * y", "z = x - y", "z = x + y * 2"})
-    jobs.push_back({&fam(), std::shared_ptr<const Problem>(problem(expr, "float16", 4099))});
+  const std::vector<tuner::CompilePrefetch::Job> jobs = prefetch_jobs({"z = x * y", "z = x - y", "z = x + y * 2"},
+                                                                      "float16");
   // How many of a problem's legal candidates have their kernel in the memo, and how many there are.
   const auto held = [&](const tuner::CompileMemo& memo, const Problem& p) {
     std::size_t pruned = 0, in_memo = 0;
@@ -374,13 +381,18 @@ TEST_CASE("a compile prefetch fills the memo with later sessions' kernels and sk
   CHECK(compiler.compile_count() == before);
 }
 
+// The memo key of config `c`'s unit (its instantiation).
+std::string unit_key(const Compiler& compiler, const Problem& p, const Config& c, const std::string& arch) {
+  const KernelSource src = fam().source(p, c);
+  return compiler.binary_key(src.program, src.name_expression, arch);
+}
+
 // The memo keys of `configs`' units (one per distinct instantiation), in order of first appearance.
 std::vector<std::string> unit_keys(const Compiler& compiler, const Problem& p, const std::vector<Config>& configs,
                                    const std::string& arch) {
   std::vector<std::string> keys;
   for (const Config& c : configs) {
-    const KernelSource src = fam().source(p, c);
-    const std::string key = compiler.binary_key(src.program, src.name_expression, arch);
+    const std::string key = unit_key(compiler, p, c, arch);
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
   }
   return keys;
@@ -401,11 +413,9 @@ TEST_CASE("a pool that starts while the prefetch compiles some of its units wait
   // Units 2, 3 and 4 are "in flight" (claimed by someone else) when the pool starts.
   const std::vector<std::string> theirs(keys.begin() + 2, keys.begin() + 5);
   std::vector<std::size_t> their_configs;  // configs whose unit is one of them
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    const KernelSource src = fam().source(*p, configs[i]);
-    const std::string key = compiler.binary_key(src.program, src.name_expression, dev.arch());
-    if (std::find(theirs.begin(), theirs.end(), key) != theirs.end()) their_configs.push_back(i);
-  }
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    if (std::find(theirs.begin(), theirs.end(), unit_key(compiler, *p, configs[i], dev.arch())) != theirs.end())
+      their_configs.push_back(i);
   const auto run = [&](tuner::CompilePool& pool) {
     std::set<std::size_t> delivered;
     while (auto batch = pool.next())
@@ -483,9 +493,8 @@ TEST_CASE("a pool that starts while the prefetch compiles some of its units wait
 TEST_CASE("the prefetch leaves skipped jobs and units in flight alone") {
   Compiler compiler;
   const DeviceInfo dev = nominal_device(90);
-  std::vector<tuner::CompilePrefetch::Job> jobs;
-  for (const char* expr : {"z = x * y", "z = x - y * 5", "z = x + y * 7"})
-    jobs.push_back({&fam(), std::shared_ptr<const Problem>(problem(expr, "float32", 4099))});
+  const std::vector<tuner::CompilePrefetch::Job> jobs = prefetch_jobs({"z = x * y", "z = x - y * 5", "z = x + y * 7"},
+                                                                      "float32");
   std::size_t pruned = 0;
   const auto keys_of = [&](std::size_t j) {
     return unit_keys(compiler, *jobs[j].problem, tuner::legal_candidates(fam(), *jobs[j].problem, dev, pruned),
