@@ -83,6 +83,8 @@ constexpr const char* kWriteVersion =
 #define JITUNE_RECORD_COLUMNS JITUNE_RECORD_BASE_COLUMNS ", memory_mb, sm_clock_mhz, memory_clock_mhz, host, shard"
 // A version-1 store read as it is (read-only): the same columns, the fingerprint and provenance not recorded.
 #define JITUNE_RECORD_COLUMNS_V1 JITUNE_RECORD_BASE_COLUMNS ", 0, 0, 0, '', ''"
+// ?2 is a set of template hashes, ",h1,h2,": a family's kernels may live in several templates (Family::templates).
+#define JITUNE_HASH_IN "instr(?2, ',' || template_hash || ',') > 0"
 #define JITUNE_KEY_MATCH                                                                    \
   "family = ?1 AND template_hash = ?2 AND signature = ?3 AND device_name = ?4 AND cc = ?5 " \
   "AND sm_count = ?6 AND nvrtc_version = ?7"
@@ -95,14 +97,14 @@ constexpr const char* kTimeOfKey = "SELECT time_us FROM records WHERE " JITUNE_K
 // Each record query in two forms: [0] for the current schema, [1] for a version-1 store opened read-only.
 #define JITUNE_BOTH(query) {"SELECT " JITUNE_RECORD_COLUMNS query, "SELECT " JITUNE_RECORD_COLUMNS_V1 query}
 constexpr const char* kFindExact[2] = JITUNE_BOTH(
-    " FROM records WHERE family = ?1 AND template_hash = ?2 AND signature = ?3 AND device_name = ?4"
+    " FROM records WHERE family = ?1 AND " JITUNE_HASH_IN " AND signature = ?3 AND device_name = ?4"
     " AND cc = ?5 AND sm_count = ?6"
     " ORDER BY nvrtc_version = ?7 DESC, created_at DESC, nvrtc_version DESC LIMIT 1");
 constexpr const char* kFindGroup[2] = JITUNE_BOTH(
-    " FROM records WHERE family = ?1 AND template_hash = ?2 AND problem_group = ?3 AND device_name = ?4"
+    " FROM records WHERE family = ?1 AND " JITUNE_HASH_IN " AND problem_group = ?3 AND device_name = ?4"
     " AND cc = ?5 AND sm_count = ?6 ORDER BY signature, nvrtc_version");
 constexpr const char* kFindSameArch[2] = JITUNE_BOTH(
-    " FROM records WHERE family = ?1 AND template_hash = ?2 AND problem_group = ?3 AND cc = ?4"
+    " FROM records WHERE family = ?1 AND " JITUNE_HASH_IN " AND problem_group = ?3 AND cc = ?4"
     " AND device_name <> ?5 ORDER BY device_name, sm_count, signature, nvrtc_version");
 constexpr const char* kAllRecords[2] = JITUNE_BOTH(
     " FROM records ORDER BY family, signature, device_name, cc, sm_count, nvrtc_version, template_hash");
@@ -113,14 +115,25 @@ constexpr const char* kPutMeasurement =
     " nvrtc_version, config, status, reason, time_us, spread, reps, created_at)"
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 constexpr const char* kMeasurementsOfKey =
-    "SELECT config, status, reason, time_us, spread, reps, created_at FROM measurements "
-    "WHERE " JITUNE_KEY_MATCH
+    "SELECT config, status, reason, time_us, spread, reps, created_at, template_hash FROM measurements "
+    "WHERE family = ?1 AND " JITUNE_HASH_IN " AND signature = ?3 AND device_name = ?4 AND cc = ?5 "
+    "AND sm_count = ?6 AND nvrtc_version = ?7"
     " ORDER BY status <> 'ok', CASE WHEN status = 'ok' THEN time_us END, status, time_us, config";
 
 #undef JITUNE_RECORD_COLUMNS
 #undef JITUNE_RECORD_COLUMNS_V1
 #undef JITUNE_RECORD_BASE_COLUMNS
 #undef JITUNE_KEY_MATCH
+#undef JITUNE_HASH_IN
+
+// The hashes as one text for JITUNE_HASH_IN: ",h1,h2,". A template hash is hex digits; a text with a comma in it is
+// not one and is left out (it would match a pair of others).
+std::string hash_set(const std::vector<std::string>& hashes) {
+  std::string out = ",";
+  for (const std::string& h : hashes)
+    if (!h.empty() && h.find(',') == std::string::npos) out += h + ",";
+  return out;
+}
 
 void bind_key(Query& query, const RecordKey& key) {
   query.bind_all(key.family, key.template_hash, key.signature, key.device_name, key.cc, key.sm_count,
@@ -503,39 +516,40 @@ void Store::put(const Measurement& measurement) {
   });
 }
 
-std::optional<Record> Store::find_exact(const std::string& family, const std::string& template_hash,
+std::optional<Record> Store::find_exact(const std::string& family, const std::vector<std::string>& template_hashes,
                                         const std::string& signature, const std::string& device_name, int cc,
                                         int sm_count, const std::string& nvrtc_version) const {
   std::lock_guard lock(impl_->mutex);
   return impl_->db.retry("looking up a record", [&]() -> std::optional<Record> {
     if (!impl_->ready()) return std::nullopt;
     Query find = impl_->db.query(kFindExact[impl_->form()]);
-    find.bind_all(family, template_hash, signature, device_name, cc, sm_count, nvrtc_version);
+    find.bind_all(family, hash_set(template_hashes), signature, device_name, cc, sm_count, nvrtc_version);
     if (!find.step()) return std::nullopt;
     return impl_->read_record(find);
   });
 }
 
-std::vector<Record> Store::find_group(const std::string& family, const std::string& template_hash,
+std::vector<Record> Store::find_group(const std::string& family, const std::vector<std::string>& template_hashes,
                                       const std::string& group, const std::string& device_name, int cc,
                                       int sm_count) const {
   std::lock_guard lock(impl_->mutex);
   return impl_->db.retry("looking up a problem group", [&]() -> std::vector<Record> {
     if (!impl_->ready()) return {};
     Query find = impl_->db.query(kFindGroup[impl_->form()]);
-    find.bind_all(family, template_hash, group, device_name, cc, sm_count);
+    find.bind_all(family, hash_set(template_hashes), group, device_name, cc, sm_count);
     return impl_->read_records(find);
   });
 }
 
-std::vector<Record> Store::find_same_arch(const std::string& family, const std::string& template_hash,
+std::vector<Record> Store::find_same_arch(const std::string& family,
+                                          const std::vector<std::string>& template_hashes,
                                           const std::string& group, int cc,
                                           const std::string& exclude_device) const {
   std::lock_guard lock(impl_->mutex);
   return impl_->db.retry("looking up records of the same architecture", [&]() -> std::vector<Record> {
     if (!impl_->ready()) return {};
     Query find = impl_->db.query(kFindSameArch[impl_->form()]);
-    find.bind_all(family, template_hash, group, cc, exclude_device);
+    find.bind_all(family, hash_set(template_hashes), group, cc, exclude_device);
     return impl_->read_records(find);
   });
 }
@@ -549,12 +563,14 @@ std::vector<Record> Store::records() const {
   });
 }
 
-std::vector<Measurement> Store::measurements(const RecordKey& key) const {
+std::vector<Measurement> Store::measurements(const RecordKey& key,
+                                            const std::vector<std::string>& template_hashes) const {
   std::lock_guard lock(impl_->mutex);
   return impl_->db.retry("listing measurements", [&]() -> std::vector<Measurement> {
     if (!impl_->ready()) return {};
     Query find = impl_->db.query(kMeasurementsOfKey);
-    bind_key(find, key);
+    find.bind_all(key.family, hash_set(template_hashes), key.signature, key.device_name, key.cc, key.sm_count,
+                  key.nvrtc_version);
     std::vector<Measurement> measurements;
     while (find.step()) {
       Measurement measurement;
@@ -566,6 +582,7 @@ std::vector<Measurement> Store::measurements(const RecordKey& key) const {
       measurement.spread = find.real(4);
       measurement.reps = find.integer(5);
       measurement.created_at = find.text(6);
+      measurement.key.template_hash = find.text(7);
       measurements.push_back(std::move(measurement));
     }
     return measurements;

@@ -67,23 +67,24 @@ class Store {
   /// Appends a measurement (the same key + config replaces the older one). Same errors as put(Record).
   void put(const Measurement& measurement);
 
-  /// The record for family+template_hash+signature+device (name, cc, sm_count); prefers `nvrtc_version`, then
-  /// the newest. nullopt when none.
-  std::optional<Record> find_exact(const std::string& family, const std::string& template_hash,
+  /// The record for family+signature+device (name, cc, sm_count) whose template hash is one of `template_hashes`
+  /// (a family's kernels may live in several templates); prefers `nvrtc_version`, then the newest. nullopt when none.
+  std::optional<Record> find_exact(const std::string& family, const std::vector<std::string>& template_hashes,
                                    const std::string& signature, const std::string& device_name, int cc,
                                    int sm_count, const std::string& nvrtc_version) const;
-  /// Records of one family+template_hash+group on one device (for the nearest-problem search).
-  std::vector<Record> find_group(const std::string& family, const std::string& template_hash,
+  /// Records of one family+group on one device, of any of `template_hashes` (for the nearest-problem search).
+  std::vector<Record> find_group(const std::string& family, const std::vector<std::string>& template_hashes,
                                  const std::string& group, const std::string& device_name, int cc,
                                  int sm_count) const;
-  /// Records of one family+template_hash+group tuned on other devices of compute capability `cc`.
-  std::vector<Record> find_same_arch(const std::string& family, const std::string& template_hash,
+  /// Records of one family+group, of any of `template_hashes`, tuned on other devices of compute capability `cc`.
+  std::vector<Record> find_same_arch(const std::string& family, const std::vector<std::string>& template_hashes,
                                      const std::string& group, int cc,
                                      const std::string& exclude_device) const;
   /// Every record, ordered by (family, signature, device_name, cc, sm_count, nvrtc_version, template_hash).
   std::vector<Record> records() const;
-  /// Measurements of one key (all configs), fastest ok first.
-  std::vector<Measurement> measurements(const RecordKey& key) const;
+  /// Measurements of one key's problem and device (all configs) whose template hash is one of `template_hashes`
+  /// (key.template_hash is not read), fastest ok first; each carries its own template hash.
+  std::vector<Measurement> measurements(const RecordKey& key, const std::vector<std::string>& template_hashes) const;
   /// Deletes the records matching family (and signature when not empty); returns how many.
   std::size_t erase(const std::string& family, const std::string& signature);
 

@@ -11,10 +11,10 @@
 
 namespace jitune {
 
-cache::RecordKey record_key(const Family& family, const Problem& problem, const DeviceInfo& device,
-                            const std::string& nvrtc_version) {
+cache::RecordKey record_key(const Family& family, const Problem& problem, const Config& config,
+                            const DeviceInfo& device, const std::string& nvrtc_version) {
   return {std::string(family.name()),
-          template_hash(family.template_name()),
+          config_template_hash(family, config),
           problem.signature(),
           device.name,
           device.cc(),
@@ -22,8 +22,8 @@ cache::RecordKey record_key(const Family& family, const Problem& problem, const 
           nvrtc_version};
 }
 
-cache::RecordKey Runtime::Impl::record_key(const Family& family, const Problem& problem) const {
-  return jitune::record_key(family, problem, device, compiler.nvrtc_version());
+cache::RecordKey Runtime::Impl::record_key(const Family& family, const Problem& problem, const Config& config) const {
+  return jitune::record_key(family, problem, config, device, compiler.nvrtc_version());
 }
 
 double feature_distance(const std::vector<double>& a, const std::vector<double>& b) {
@@ -44,7 +44,9 @@ class DecisionSearch {
         problem_(problem),
         device_(device),
         stores_(stores),
-        key_(record_key(family, problem, device, nvrtc_version)) {
+        key_{std::string(family.name()), {}, problem.signature(), device.name, device.cc(), device.sm_count,
+             nvrtc_version},
+        hashes_(template_hashes(family)) {
     decision_.explanation.family = key_.family;
     decision_.explanation.signature = key_.signature;
   }
@@ -65,12 +67,17 @@ class DecisionSearch {
  private:
   void note(std::string text) { decision_.explanation.notes.push_back(std::move(text)); }
 
-  // A stored config is used only if it is still legal here (the space or the constraints may have changed).
+  // A stored config is used only if it is still legal here (the space or the constraints may have changed) and
+  // was timed with its kernel's current template.
   bool usable(const cache::Record& r, Config& out) {
     try {
       out = Config::parse(r.config);
     } catch (const Error& e) {
       note("record for " + r.key.signature + " has unreadable config: " + e.what());
+      return false;
+    }
+    if (config_template_hash(family_, out) != r.key.template_hash) {
+      note("record config " + r.config + " skipped: it was timed with another version of its kernel template");
       return false;
     }
     std::string why = family_.validate(problem_, out, device_);
@@ -93,7 +100,7 @@ class DecisionSearch {
   bool exact() {
     for (const cache::Store* s : stores_) {
       try {
-        auto r = s->find_exact(key_.family, key_.template_hash, key_.signature, key_.device_name, key_.cc,
+        auto r = s->find_exact(key_.family, hashes_, key_.signature, key_.device_name, key_.cc,
                                key_.sm_count, key_.nvrtc_version);
         Config c;
         if (!r || !usable(*r, c)) continue;
@@ -111,9 +118,9 @@ class DecisionSearch {
 
   std::vector<cache::Record> candidates(const cache::Store& s, MatchLevel level) const {
     if (level == MatchLevel::kNearestProblem)
-      return s.find_group(key_.family, key_.template_hash, problem_.group(), key_.device_name, key_.cc,
+      return s.find_group(key_.family, hashes_, problem_.group(), key_.device_name, key_.cc,
                           key_.sm_count);
-    return s.find_same_arch(key_.family, key_.template_hash, problem_.group(), key_.cc, key_.device_name);
+    return s.find_same_arch(key_.family, hashes_, problem_.group(), key_.cc, key_.device_name);
   }
 
   // The legal record closest to the problem (by feature distance; the same signature first) at `level`.
@@ -146,7 +153,8 @@ class DecisionSearch {
   const Problem& problem_;
   const DeviceInfo& device_;
   const std::vector<const cache::Store*>& stores_;
-  const cache::RecordKey key_;
+  const cache::RecordKey key_;             // without a template hash: the family's templates are hashes_
+  const std::vector<std::string> hashes_;  // template_hashes(family_)
   Decision decision_;
 };
 

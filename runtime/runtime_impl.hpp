@@ -39,16 +39,16 @@ struct Decision {
 
 /// The dispatcher's search, without a GPU: `stores` in order (user cache first, then shipped), each asked for an
 /// exact record; then the nearest tuned problem of the same group on this device; then the same architecture on
-/// other devices; then the family's heuristic. Records with another template hash are never used; stored configs
-/// that are no longer legal are skipped with a note.
+/// other devices; then the family's heuristic. Stale records (record_current) are never used; stored configs that
+/// are no longer legal are skipped with a note.
 Decision lookup_decision(const Family& family, const Problem& problem, const DeviceInfo& device,
                          const std::string& nvrtc_version, const std::vector<const cache::Store*>& stores);
 /// Euclidean distance between two problems' features (Problem::features()); infinity when their lengths differ.
 /// What "nearest tuned problem" means, for the dispatcher and for the guided search's seeds.
 double feature_distance(const std::vector<double>& a, const std::vector<double>& b);
-/// The store key of `problem` on `device`.
-cache::RecordKey record_key(const Family& family, const Problem& problem, const DeviceInfo& device,
-                            const std::string& nvrtc_version);
+/// The store key of `problem` tuned to `config` on `device` (its template hash: config_template_hash).
+cache::RecordKey record_key(const Family& family, const Problem& problem, const Config& config,
+                            const DeviceInfo& device, const std::string& nvrtc_version);
 
 /// Reads device facts through the driver.
 DeviceInfo query_device(CUdevice device);
@@ -94,8 +94,8 @@ struct Runtime::Impl {
   void check_device_range(const void* ptr, std::size_t bytes, const std::string& what) const;
   /// Forgets decisions (the loaded kernels stay).
   void forget_decisions();
-  /// The store key fields of this device for `family` and `problem`.
-  cache::RecordKey record_key(const Family& family, const Problem& problem) const;
+  /// The store key of `problem` tuned to `config` on this device.
+  cache::RecordKey record_key(const Family& family, const Problem& problem, const Config& config) const;
 
   /// The generic dispatch's call sites, keyed by the raw call arguments (runtime/dispatch.hpp).
   std::unique_ptr<CallSites> call_sites;

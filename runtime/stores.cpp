@@ -149,14 +149,21 @@ std::unique_ptr<cache::Store> open_user_store(const std::filesystem::path& path,
   }
 }
 std::string check_with_registry(const cache::Record& record) {
-  // A record of another version of its family's template (stale) is kept as it is: lookups never use it (they
-  // key on this build's template hash), and its config and signature belong to that version's space. So an older
-  // export still imports after a template gains a parameter, and `cache list` shows it as stale.
-  if (const Family* f = find_family(record.key.family);
-      f != nullptr && record.key.template_hash != template_hash(f->template_name()))
-    return {};
+  // A record of another version of its family's templates (stale) is kept as it is: lookups never use it (they
+  // take only this build's template hashes), and its config and signature belong to that version's space. So an
+  // older export still imports after a template gains a parameter, and `cache list` shows it as stale.
+  const Family* f = find_family(record.key.family);
+  if (f != nullptr) {
+    const std::vector<std::string> current = template_hashes(*f);
+    if (std::find(current.begin(), current.end(), record.key.template_hash) == current.end()) return {};
+  }
   if (std::string why = check_tuned_config(record.key.family, record.key.signature, record.config); !why.empty())
     return why;
+  // check_tuned_config found the family and read the config. A config of one of the family's templates must not
+  // carry another one's hash (lookups would skip it).
+  if (const Config config = Config::parse(record.config); config_template_hash(*f, config) != record.key.template_hash)
+    return "config " + record.config + " runs the kernel of template " + std::string(f->template_of(config)) +
+           ", whose hash is not the record's template_hash " + record.key.template_hash;
   // A shared file must not decide every user's kernel with an impossible time (1e-300 us once replaced a real
   // measurement): the floors below hold on any GPU.
   const std::string claimed = " us is faster than any GPU could run it";

@@ -1,6 +1,8 @@
 // Family helpers shared by every family: signature text and validation.
 #include "templates/family.hpp"
 
+#include "templates/sources.hpp"
+
 namespace jitune {
 
 std::map<std::string, std::string> split_signature(std::string_view signature) {
@@ -63,6 +65,25 @@ std::string Family::validate(const Problem& problem, const Config& config, const
   std::string why = space().why_not_contained(config);
   if (!why.empty()) return why;
   return check(problem, config, device);
+}
+
+std::vector<std::string> template_hashes(const Family& family) {
+  std::vector<std::string> out;
+  for (std::string_view name : family.templates()) out.push_back(template_hash(name));
+  return out;
+}
+
+std::string config_template_hash(const Family& family, const Config& config) {
+  return template_hash(family.template_of(config));
+}
+
+bool record_current(const Family& family, std::string_view template_hash, std::string_view config) {
+  try {
+    const Config c = Config::parse(config);
+    return family.space().contains(c) && config_template_hash(family, c) == template_hash;
+  } catch (const Error&) {
+    return false;  // a config this build cannot read belongs to another version of the template
+  }
 }
 
 }  // namespace jitune

@@ -247,6 +247,13 @@ class Family {
   virtual std::string_view op_name(const Problem&) const { return name(); }
   /// Include name of its main template, e.g. "elementwise/elementwise.cuh" (the template hash starts there).
   virtual std::string_view template_name() const = 0;
+  /// Every entry template a config's program may include: template_name() and the entry of each kernel kept in a
+  /// template of its own. Default: template_name() alone.
+  virtual std::vector<std::string_view> templates() const { return {template_name()}; }
+  /// The entry template `config`'s program includes (one of templates()). Its hash (with its includes) is the
+  /// template hash of the config's records, so a record stays current while its own kernel's code is unchanged:
+  /// a kernel added in a template of its own leaves every other config's records current. Default: template_name().
+  virtual std::string_view template_of(const Config&) const { return template_name(); }
   /// Tunable parameters and their candidate values.
   virtual const Space& space() const = 0;
   /// Options that describe a problem; make_problem takes them by name.
@@ -308,6 +315,14 @@ class Family {
   /// Space::contains plus check(); empty when `config` is a legal configuration for the problem and device.
   std::string validate(const Problem& problem, const Config& config, const DeviceInfo& device) const;
 };
+
+/// template_hash() of each of family.templates(): the hashes a current record of the family may carry.
+std::vector<std::string> template_hashes(const Family& family);
+/// The template hash of `config`'s records: template_hash(family.template_of(config)).
+std::string config_template_hash(const Family& family, const Config& config);
+/// Whether a stored record's template hash and config describe this build's code: the config reads, and its entry
+/// template's hash is the record's. A record of a changed (or removed) template is stale: kept, never used.
+bool record_current(const Family& family, std::string_view template_hash, std::string_view config);
 
 /// Splits "a=1;b=x y" into a map; a value may contain '='. Throws InvalidArgument on an item without '='.
 std::map<std::string, std::string> split_signature(std::string_view signature);

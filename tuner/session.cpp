@@ -150,7 +150,6 @@ class Session {
   double cut_ratio_ = 0;
   int retime_top_ = 0;
   std::shared_ptr<PreparedSession> prepared_;
-  cache::RecordKey key_;
   cache::Store* store_ = nullptr;                  // null: results are not written (any more)
   std::vector<std::unique_ptr<Candidate>> timed_;  // verified and timed, for the re-timing
   double best_us_ = 0;
@@ -175,7 +174,6 @@ TuneReport Session::run() {
   report_.l2 = runner->setup();
   report_.reference_s = seconds_since(t_ref);
 
-  key_ = impl_.record_key(family_, problem_);
   store_ = opt_.store && impl_.user_store && !impl_.user_store->read_only() ? impl_.user_store.get() : nullptr;
   time_candidates(pool, *runner, 0);
   report_.compile_reused = pool.reused();
@@ -264,7 +262,7 @@ void Session::plan_guided() {
 // Stored winners of this family, template and group: on this device (nearby shapes, or this problem tuned before)
 // and on other devices of this compute capability, from the user cache and the shipped ones.
 std::vector<cache::Record> Session::stored_neighbours() const {
-  const cache::RecordKey key = impl_.record_key(family_, problem_);
+  const std::vector<std::string> hashes = template_hashes(family_);
   const std::string group = problem_.group();
   std::vector<const cache::Store*> stores;
   if (impl_.user_store) stores.push_back(impl_.user_store.get());
@@ -272,10 +270,12 @@ std::vector<cache::Record> Session::stored_neighbours() const {
   std::vector<cache::Record> out;
   for (const cache::Store* s : stores) {
     try {
-      for (auto& r : s->find_group(key.family, key.template_hash, group, key.device_name, key.cc, key.sm_count))
-        out.push_back(std::move(r));
-      for (auto& r : s->find_same_arch(key.family, key.template_hash, group, key.cc, key.device_name))
-        out.push_back(std::move(r));
+      std::vector<cache::Record> found = s->find_group(std::string(family_.name()), hashes, group, device_.name,
+                                                       device_.cc(), device_.sm_count);
+      for (auto& r : s->find_same_arch(std::string(family_.name()), hashes, group, device_.cc(), device_.name))
+        found.push_back(std::move(r));
+      for (auto& r : found)
+        if (record_current(family_, r.key.template_hash, r.config)) out.push_back(std::move(r));
     } catch (const Error&) {
       // A store that cannot be read only costs the seeds it held: the search still starts from the default.
     }
@@ -370,8 +370,14 @@ void Session::finish(std::size_t i) {
   ++done_;
   if (guided_) guided_->record(c.config, c.status, c.time_us);
   if (store_) {
-    cache::Measurement m{key_,    c.config.text(), c.status, clip(c.reason), c.time_us,
-                         c.spread, c.reps,          cache::utc_now()};
+    cache::Measurement m{impl_.record_key(family_, problem_, c.config),
+                         c.config.text(),
+                         c.status,
+                         clip(c.reason),
+                         c.time_us,
+                         c.spread,
+                         c.reps,
+                         cache::utc_now()};
     try {
       store_->put(m);
     } catch (const StoreError& e) {
@@ -488,7 +494,7 @@ void Session::cache_binaries(const std::vector<const Candidate*>& finalists, con
 void Session::store_winner() {
   if (!store_) return;
   cache::Record rec;
-  rec.key = key_;
+  rec.key = impl_.record_key(family_, problem_, report_.best);
   rec.group = problem_.group();
   rec.features = problem_.features();
   rec.config = report_.best.text();

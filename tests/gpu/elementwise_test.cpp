@@ -392,7 +392,7 @@ TEST_CASE("guided tuning: a config tuned on another GPU is in round 0, the budge
   // legal one in enumeration order).
   const Config transferred = legal.back();
   cache::Record rec;
-  rec.key = impl.record_key(fam, *problem);
+  rec.key = impl.record_key(fam, *problem, transferred);
   rec.key.device_name = "Other GPU";
   rec.group = problem->group();
   rec.features = problem->features();

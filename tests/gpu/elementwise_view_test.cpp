@@ -267,10 +267,10 @@ TEST_CASE("elementwise_view: the flat kernel through the public call, aligned an
   const auto p = f.parse_problem("dtype=float16;expr=y = x * s + b;layout=broadcast_column;shape=5,97,128;"
                                  "strides=12416,128,1|12416,128,1|0,0,0|0,1,0");
   cache::Record rec;
-  rec.key = internal::impl(rt).record_key(f, *p);
+  rec.config = "block=128,flat=1,group=1,minblocks=1,pack=8,tile=32,unroll=2,waves=32";
+  rec.key = internal::impl(rt).record_key(f, *p, Config::parse(rec.config));
   rec.group = p->group();
   rec.features = p->features();
-  rec.config = "block=128,flat=1,group=1,minblocks=1,pack=8,tile=32,unroll=2,waves=32";
   REQUIRE(f.check(*p, Config::parse(rec.config), rt.device()).empty());
   rec.time_us = 1;
   rec.reps = 1;

@@ -47,8 +47,8 @@ TEST_CASE("a tuning run survives faulting, trapping, hanging and wrong candidate
   CHECK(r.worker_restarts >= 6);  // 2 illegal addresses, 2 traps, 2 endless loops
   CHECK(r.stored);
   // Every verdict, failures included, is in the store with its reason.
-  auto key = internal::impl(rt).record_key(fam, *problem);
-  auto ms = internal::impl(rt).user_store->measurements(key);
+  auto key = internal::impl(rt).record_key(fam, *problem, r.best);
+  auto ms = internal::impl(rt).user_store->measurements(key, template_hashes(fam));
   CHECK(ms.size() == 10);
   int timeouts = 0;
   for (const auto& m : ms) timeouts += m.status == "timeout";

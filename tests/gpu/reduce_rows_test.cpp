@@ -115,7 +115,7 @@ std::vector<Config> legal(const Problem& p, const DeviceInfo& device) {
 // Stores `config` as the tuned record of the problem, so the public op uses it exactly.
 void store_config(Runtime& rt, const ReduceRowsProblem& p, const Config& config) {
   cache::Record rec;
-  rec.key = internal::impl(rt).record_key(fam(), p);
+  rec.key = internal::impl(rt).record_key(fam(), p, config);
   rec.group = p.group();
   rec.features = p.features();
   rec.config = config.text();

@@ -233,12 +233,12 @@ TEST_CASE("the scatter strategy (fast atomic add) through a stored record, every
         s.scale_h = s.scale_w = factor;
         const UpsampleProblem p(Direction::kBackward, s);
         cache::Record rec;
-        rec.key = internal::impl(rt).record_key(fam(), p);
+        const Config config{{"kernel", 0}, {"strategy", 1}, {"pack", 2}, {"block", 128},
+                            {"items", 2},  {"waves", 2},    {"cache", 0},    {"window", 0}};
+        rec.key = internal::impl(rt).record_key(fam(), p, config);
         rec.group = p.group();
         rec.features = p.features();
-        rec.config = Config{{"kernel", 0}, {"strategy", 1}, {"pack", 2}, {"block", 128},
-                            {"items", 2},  {"waves", 2},    {"cache", 0},    {"window", 0}}
-                         .text();
+        rec.config = config.text();
         rec.time_us = 1;
         rec.reps = 1;
         rec.created_at = "2026-11-21T00:00:00Z";

@@ -44,7 +44,7 @@ cache::Record record(std::int64_t n) {
   const auto& fam = templates::elementwise::elementwise_family();
   auto p = fam.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", std::to_string(n)}});
   cache::Record r;
-  r.key = record_key(fam, *p, nominal_device(90), "13.0");
+  r.key = record_key(fam, *p, Config::parse("block=256,pack=4,unroll=2,waves=8"), nominal_device(90), "13.0");
   r.group = p->group();
   r.features = p->features();
   r.config = "block=256,pack=4,unroll=2,waves=8";

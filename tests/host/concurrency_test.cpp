@@ -19,7 +19,7 @@ cache::Record record(int writer, int i) {
   const auto& fam = templates::elementwise::elementwise_family();
   auto p = fam.make_problem({{"expr", "z = x * y"}, {"dtype", "float32"}, {"n", std::to_string(writer * 100000 + i + 1)}});
   cache::Record r;
-  r.key = record_key(fam, *p, nominal_device(90), "13.0");
+  r.key = record_key(fam, *p, Config::parse("block=256,pack=4,unroll=2,waves=8"), nominal_device(90), "13.0");
   r.group = p->group();
   r.features = p->features();
   r.config = "block=256,pack=4,unroll=2,waves=8";
@@ -91,7 +91,7 @@ TEST_CASE("4 tuner and 4 runtime processes on one cache file lose nothing and ne
   cache::Store s(file, cache::OpenMode::kReadOnly);
   CHECK(s.records().size() == 400);
   std::size_t measured = 0;
-  for (const auto& r : s.records()) measured += s.measurements(r.key).size();
+  for (const auto& r : s.records()) measured += s.measurements(r.key, {r.key.template_hash}).size();
   CHECK(measured == 1200);
   fs::remove_all(dir);
 }

@@ -3,6 +3,8 @@
 // pointers' alignment selects.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <jitune/jitune.hpp>
 
 #include "templates/family.hpp"
@@ -160,4 +162,28 @@ TEST_CASE("variants: elementwise keeps its tuned pack for any alignment; permute
 }
 
 }  // namespace
+// A record's template hash is its config's entry template's (Family::template_of): the program of that config must
+// include exactly that template, or a record would stay current while the code it runs changed.
+TEST_CASE("every family: a config's program includes its own entry template, one of the family's templates") {
+  const DeviceInfo device = nominal_device(90);
+  for (const Family* f : families()) {
+    const std::vector<std::string> hashes = template_hashes(*f);
+    const std::vector<std::string_view> names = f->templates();
+    REQUIRE(names.size() == hashes.size());
+    CHECK(std::find(names.begin(), names.end(), f->template_name()) != names.end());
+    for (const auto& [case_name, signature] : f->default_suite()) {
+      INFO(f->name(), " ", case_name);
+      const auto problem = f->parse_problem(signature);
+      const Config config = f->heuristic(*problem, device);
+      const std::string_view entry = f->template_of(config);
+      CHECK(std::find(names.begin(), names.end(), entry) != names.end());
+      const std::string program = f->source(*problem, config).program;
+      CHECK(program.find("#include \"" + std::string(entry) + "\"") != std::string::npos);
+      CHECK(std::find(hashes.begin(), hashes.end(), config_template_hash(*f, config)) != hashes.end());
+      CHECK(record_current(*f, config_template_hash(*f, config), config.text()));
+      CHECK_FALSE(record_current(*f, "0123456789abcdef", config.text()));
+    }
+  }
+}
+
 }  // namespace jitune

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "runtime/runtime_impl.hpp"
+#include "runtime/stores.hpp"
 #include "templates/elementwise/elementwise.hpp"
 #include "templates/sources.hpp"
 
@@ -24,9 +25,11 @@ std::unique_ptr<Problem> mul(std::int64_t n, const char* dtype = "float32") {
   return fam().make_problem({{"expr", "z = x * y"}, {"dtype", dtype}, {"n", std::to_string(n)}});
 }
 
-cache::Record record(const Problem& p, const DeviceInfo& d, const std::string& config, double us) {
+cache::Record record(const Problem& p, const DeviceInfo& d, const std::string& config, double us,
+                     const Family& f = fam()) {
   cache::Record r;
-  r.key = record_key(fam(), p, d, "13.0");
+  r.key = record_key(f, p, Config::parse(config), d, "13.0");
+  r.key.family = f.name();
   r.group = p.group();
   r.features = p.features();
   r.config = config;
@@ -37,6 +40,48 @@ cache::Record record(const Problem& p, const DeviceInfo& d, const std::string& c
   r.jitune_version = "test";
   r.created_at = cache::utc_now();
   return r;
+}
+
+// Elementwise under another name, its kernels kept in two templates: configs of unroll 4 include a second one.
+// (The second is an existing template, so its hash is real; what it holds does not matter to the lookup.)
+class TwoTemplates final : public Family {
+ public:
+  static constexpr std::string_view kSecond = "common/grid_barrier.cuh";
+  std::string_view name() const override { return "test_two_templates"; }
+  std::string_view template_name() const override { return fam().template_name(); }
+  std::vector<std::string_view> templates() const override { return {template_name(), kSecond}; }
+  std::string_view template_of(const Config& c) const override {
+    return c.at("unroll") == 4 ? kSecond : template_name();
+  }
+  const Space& space() const override { return fam().space(); }
+  std::vector<ProblemOption> problem_options() const override { return fam().problem_options(); }
+  std::unique_ptr<Problem> make_problem(const std::map<std::string, std::string>& o) const override {
+    return fam().make_problem(o);
+  }
+  Config heuristic(const Problem& p, const DeviceInfo& d) const override { return fam().heuristic(p, d); }
+  std::string check(const Problem& p, const Config& c, const DeviceInfo& d) const override {
+    return fam().check(p, c, d);
+  }
+  KernelSource source(const Problem& p, const Config& c) const override { return fam().source(p, c); }
+  LaunchShape launch_shape(const Problem& p, const Config& c, const DeviceInfo& d) const override {
+    return fam().launch_shape(p, c, d);
+  }
+  std::unique_ptr<Problem> problem_from_call(const CallArgs& a) const override { return fam().problem_from_call(a); }
+  std::vector<BufferSpec> buffers(const Problem& p) const override { return fam().buffers(p); }
+  void kernel_args(const Problem& p, const Config& c, const Bindings& b, KernelArgs& a) const override {
+    fam().kernel_args(p, c, b, a);
+  }
+  Workload workload(const Problem& p, std::uint64_t seed) const override { return fam().workload(p, seed); }
+  std::vector<std::vector<std::byte>> reference(const Problem& p, const Workload& w) const override {
+    return fam().reference(p, w);
+  }
+  OutputCheck output_check(const Problem& p, std::size_t i) const override { return fam().output_check(p, i); }
+  std::vector<std::pair<std::string, std::string>> default_suite() const override { return {}; }
+};
+
+const TwoTemplates& two() {
+  static const TwoTemplates f;
+  return f;
 }
 
 const std::string kA = "block=512,pack=4,unroll=2,waves=8";
@@ -123,6 +168,71 @@ TEST_CASE("lookup levels in order, with the source reported") {
     CHECK(d.explanation.level == MatchLevel::kExact);
     REQUIRE(!d.explanation.notes.empty());
     CHECK(d.explanation.notes.back().find("revalidate") != std::string::npos);
+  }
+}
+
+TEST_CASE("a family of two templates: each config's records carry its own template's hash") {
+  Dir dir;
+  const DeviceInfo dev = nominal_device(90);
+  cache::Store user(dir.path / "user.sqlite", cache::OpenMode::kReadWrite);
+  auto p = mul(1 << 20);
+  const std::string main_hash = template_hash(two().template_name());
+  const std::string second_hash = template_hash(TwoTemplates::kSecond);
+  REQUIRE(main_hash != second_hash);
+  CHECK(template_hashes(two()) == std::vector<std::string>{main_hash, second_hash});
+  CHECK(record(*p, dev, kA, 10, two()).key.template_hash == main_hash);
+  CHECK(record(*p, dev, kB, 10, two()).key.template_hash == second_hash);  // unroll 4
+
+  SUBCASE("a record of the second template serves exactly, beside an older one of the first") {
+    cache::Record older = record(*p, dev, kA, 12, two());
+    older.created_at = "2026-01-01T00:00:00Z";
+    user.put(older);
+    user.put(record(*p, dev, kB, 10, two()));
+    Decision d = lookup_decision(two(), *p, dev, "13.0", {&user});
+    CHECK(d.explanation.level == MatchLevel::kExact);
+    CHECK(d.explanation.config == kB);
+  }
+  SUBCASE("a changed second template leaves the first template's records current") {
+    // The newest record ran the second template's kernel before it changed (its hash is no longer that
+    // template's); the first template's record is still exact.
+    cache::Record changed = record(*p, dev, kB, 10, two());
+    changed.key.template_hash = "0123456789abcdef";
+    cache::Record kept = record(*p, dev, kA, 12, two());
+    kept.created_at = "2026-01-01T00:00:00Z";
+    user.put(kept);
+    user.put(changed);
+    Decision d = lookup_decision(two(), *p, dev, "13.0", {&user});
+    CHECK(d.explanation.level == MatchLevel::kExact);
+    CHECK(d.explanation.config == kA);
+    CHECK(record_current(two(), kept.key.template_hash, kept.config));
+    CHECK_FALSE(record_current(two(), changed.key.template_hash, changed.config));
+  }
+  SUBCASE("a config that carries the other template's hash is never used") {
+    cache::Record wrong = record(*p, dev, kB, 1, two());
+    wrong.key.template_hash = main_hash;  // unroll 4 runs the second template's kernel
+    user.put(wrong);
+    Decision d = lookup_decision(two(), *p, dev, "13.0", {&user});
+    CHECK(d.explanation.level == MatchLevel::kHeuristic);
+    REQUIRE(!d.explanation.notes.empty());
+    CHECK(d.explanation.notes[0].find("another version of its kernel template") != std::string::npos);
+    CHECK_FALSE(record_current(two(), main_hash, kB));
+    CHECK_FALSE(record_current(two(), main_hash, "block=512,pack=4"));  // not in the space: not current
+  }
+  SUBCASE("import: a stale record is kept as it is, a config under the other template's hash is refused") {
+    register_family(two());
+    cache::Record r = record(*p, dev, kB, 10, two());
+    CHECK(check_with_registry(r).empty());
+    r.key.template_hash = "0123456789abcdef";  // another version of the templates: kept, never used
+    CHECK(check_with_registry(r).empty());
+    r.key.template_hash = main_hash;
+    const std::string why = check_with_registry(r);
+    CHECK(why.find("runs the kernel of template common/grid_barrier.cuh") != std::string::npos);
+  }
+  SUBCASE("the nearest problem takes records of either template") {
+    user.put(record(*mul(1 << 19), dev, kB, 5, two()));
+    Decision d = lookup_decision(two(), *p, dev, "13.0", {&user});
+    CHECK(d.explanation.level == MatchLevel::kNearestProblem);
+    CHECK(d.explanation.config == kB);
   }
 }
 

@@ -304,7 +304,7 @@ TEST_CASE("a version-1 store: migrated in place read-write, read as it is read-o
     Store read_only(db, OpenMode::kReadOnly);  // read as it is: not migrated, not touched
     REQUIRE(read_only.records().size() == 1);
     check_same(read_only.records()[0], expected);
-    CHECK(read_only.find_exact("permute", "tmpl-1", "old", expected.key.device_name, 90, 132, "13.0").has_value());
+    CHECK(read_only.find_exact("permute", {"tmpl-1"}, "old", expected.key.device_name, 90, 132, "13.0").has_value());
   }
   CHECK(read_bytes(db) == before);
   {
@@ -383,7 +383,7 @@ static Record with(const std::string& signature, double time_us, const std::stri
 // The stored record of make_key(signature), if any.
 static std::optional<Record> find_stored(const Store& store, const std::string& signature) {
   const RecordKey key = make_key(signature);
-  return store.find_exact(key.family, key.template_hash, key.signature, key.device_name, key.cc, key.sm_count,
+  return store.find_exact(key.family, {key.template_hash}, key.signature, key.device_name, key.cc, key.sm_count,
                           key.nvrtc_version);
 }
 

@@ -25,7 +25,7 @@ TEST_CASE("put then find_exact returns every field unchanged, and the same key i
     CHECK(store.path() == db);
     CHECK_FALSE(store.read_only());
     store.put(record);
-    const auto found = store.find_exact(record.key.family, record.key.template_hash, record.key.signature,
+    const auto found = store.find_exact(record.key.family, {record.key.template_hash}, record.key.signature,
                                         record.key.device_name, record.key.cc, record.key.sm_count,
                                         record.key.nvrtc_version);
     REQUIRE(found.has_value());
@@ -58,7 +58,7 @@ TEST_CASE("put refuses numbers the store cannot keep") {
   measurement.time_us = std::numeric_limits<double>::quiet_NaN();
   CHECK_THROWS_AS(store.put(measurement), InvalidArgument);
   CHECK(store.records().empty());
-  CHECK(store.measurements(record.key).empty());
+  CHECK(store.measurements(record.key, {record.key.template_hash}).empty());
 }
 
 TEST_CASE("find_exact prefers the requested NVRTC version, then the newest record") {
@@ -76,7 +76,7 @@ TEST_CASE("find_exact prefers the requested NVRTC version, then the newest recor
   put("12.8", "2025-06-01T00:00:00Z", "oldest");
   const RecordKey key = make_key("sig");
   auto config_for = [&](const std::string& nvrtc) {
-    const auto found = store.find_exact(key.family, key.template_hash, key.signature, key.device_name, key.cc,
+    const auto found = store.find_exact(key.family, {key.template_hash}, key.signature, key.device_name, key.cc,
                                         key.sm_count, nvrtc);
     return found ? found->config + "@" + found->key.nvrtc_version : std::string("none");
   };
@@ -86,16 +86,16 @@ TEST_CASE("find_exact prefers the requested NVRTC version, then the newest recor
   CHECK(config_for("11.0") == "newest@12.4");  // not present: newest wins
 
   CHECK_FALSE(
-      store.find_exact(key.family, "tmpl-2", key.signature, key.device_name, key.cc, key.sm_count, "13.0"));
-  CHECK_FALSE(store.find_exact(key.family, key.template_hash, "other", key.device_name, key.cc, key.sm_count,
+      store.find_exact(key.family, {"tmpl-2"}, key.signature, key.device_name, key.cc, key.sm_count, "13.0"));
+  CHECK_FALSE(store.find_exact(key.family, {key.template_hash}, "other", key.device_name, key.cc, key.sm_count,
                                "13.0"));
-  CHECK_FALSE(store.find_exact(key.family, key.template_hash, key.signature, "NVIDIA H200", key.cc,
+  CHECK_FALSE(store.find_exact(key.family, {key.template_hash}, key.signature, "NVIDIA H200", key.cc,
                                key.sm_count, "13.0"));
-  CHECK_FALSE(store.find_exact(key.family, key.template_hash, key.signature, key.device_name, 89,
+  CHECK_FALSE(store.find_exact(key.family, {key.template_hash}, key.signature, key.device_name, 89,
                                key.sm_count, "13.0"));
   CHECK_FALSE(
-      store.find_exact(key.family, key.template_hash, key.signature, key.device_name, key.cc, 114, "13.0"));
-  CHECK_FALSE(store.find_exact("conv2d", key.template_hash, key.signature, key.device_name, key.cc,
+      store.find_exact(key.family, {key.template_hash}, key.signature, key.device_name, key.cc, 114, "13.0"));
+  CHECK_FALSE(store.find_exact("conv2d", {key.template_hash}, key.signature, key.device_name, key.cc,
                                key.sm_count, "13.0"));
 }
 
@@ -132,26 +132,37 @@ TEST_CASE("find_group and find_same_arch filter by family, template hash, group,
     return out;
   };
   const std::string h100 = "NVIDIA H100 80GB HBM3";
-  CHECK(signatures(store.find_group("permute", "tmpl-1", "g1", h100, 90, 132)) ==
+  CHECK(signatures(store.find_group("permute", {"tmpl-1"}, "g1", h100, 90, 132)) ==
         std::vector<std::string>{"s1@" + h100, "s2@" + h100});
-  CHECK(signatures(store.find_group("permute", "tmpl-1", "g2", h100, 90, 132)) ==
+  CHECK(signatures(store.find_group("permute", {"tmpl-1"}, "g2", h100, 90, 132)) ==
         std::vector<std::string>{"s3@" + h100});
-  CHECK(signatures(store.find_group("permute", "tmpl-0", "g1", h100, 90, 132)) ==
+  CHECK(signatures(store.find_group("permute", {"tmpl-0"}, "g1", h100, 90, 132)) ==
         std::vector<std::string>{"s4@" + h100});
-  CHECK(store.find_group("permute", "tmpl-9", "g1", h100, 90, 132).empty());
-  CHECK(store.find_group("permute", "tmpl-1", "g1", h100, 90, 114).empty());
-  CHECK(store.find_group("permute", "tmpl-1", "g1", h100, 80, 132).empty());
+  CHECK(store.find_group("permute", {"tmpl-9"}, "g1", h100, 90, 132).empty());
+  CHECK(store.find_group("permute", {"tmpl-1"}, "g1", h100, 90, 114).empty());
+  CHECK(store.find_group("permute", {"tmpl-1"}, "g1", h100, 80, 132).empty());
 
-  CHECK(signatures(store.find_same_arch("permute", "tmpl-1", "g1", 90, h100)) ==
+  CHECK(signatures(store.find_same_arch("permute", {"tmpl-1"}, "g1", 90, h100)) ==
         std::vector<std::string>{"s1@NVIDIA H100 PCIe", "s1@NVIDIA H200"});
-  CHECK(signatures(store.find_same_arch("permute", "tmpl-1", "g1", 80, h100)) ==
+  CHECK(signatures(store.find_same_arch("permute", {"tmpl-1"}, "g1", 80, h100)) ==
         std::vector<std::string>{"s1@NVIDIA A100"});
-  CHECK(store.find_same_arch("permute", "tmpl-9", "g1", 90, h100).empty());
+  CHECK(store.find_same_arch("permute", {"tmpl-9"}, "g1", 90, h100).empty());
 
   // A record whose template hash no longer matches must never come back.
   const RecordKey stale = make_key("s4");
-  CHECK_FALSE(store.find_exact("permute", "tmpl-1", "s4", stale.device_name, 90, 132, "13.0"));
-  CHECK(store.find_group("permute", "tmpl-1", "g1", h100, 90, 132).size() == 2);
+  CHECK_FALSE(store.find_exact("permute", {"tmpl-1"}, "s4", stale.device_name, 90, 132, "13.0"));
+  CHECK(store.find_group("permute", {"tmpl-1"}, "g1", h100, 90, 132).size() == 2);
+
+  // A family whose kernels live in several templates asks for all of their hashes at once: any of them matches,
+  // a hash that only starts or ends like one of them does not, and no hash matches nothing.
+  CHECK(signatures(store.find_group("permute", {"tmpl-9", "tmpl-0", "tmpl-1"}, "g1", h100, 90, 132)) ==
+        std::vector<std::string>{"s1@" + h100, "s2@" + h100, "s4@" + h100});
+  CHECK(store.find_exact("permute", {"tmpl-9", "tmpl-0"}, "s4", stale.device_name, 90, 132, "13.0"));
+  CHECK(store.find_group("permute", {"tmpl-", "mpl-1", "tmpl-10"}, "g1", h100, 90, 132).empty());
+  CHECK(store.find_group("permute", {"tmpl-0,tmpl-1"}, "g1", h100, 90, 132).empty());
+  CHECK(store.find_group("permute", {}, "g1", h100, 90, 132).empty());
+  CHECK(signatures(store.find_same_arch("permute", {"tmpl-0", "tmpl-1"}, "g1", 90, h100)) ==
+        std::vector<std::string>{"s1@NVIDIA H100 PCIe", "s1@NVIDIA H200"});
 }
 
 TEST_CASE("records() order and erase") {
@@ -203,7 +214,7 @@ TEST_CASE("measurements: same config replaces, fastest ok first, keys kept apart
 
   auto configs = [&] {
     std::vector<std::string> out;
-    for (const auto& m : store.measurements(key)) out.push_back(m.config);
+    for (const auto& m : store.measurements(key, {key.template_hash})) out.push_back(m.config);
     return out;
   };
   CHECK(configs() ==
@@ -213,7 +224,7 @@ TEST_CASE("measurements: same config replaces, fastest ok first, keys kept apart
   CHECK(configs() ==
         std::vector<std::string>{"block=64", "block=128", "block=256", "block=1024", "block=32"});
 
-  const auto all = store.measurements(key);
+  const auto all = store.measurements(key, {key.template_hash});
   REQUIRE(all.size() == 5);
   const Measurement expected = make_measurement(key, "block=1024", "compile_failed", 0.0);
   const Measurement& failed = all[3];
@@ -227,10 +238,24 @@ TEST_CASE("measurements: same config replaces, fastest ok first, keys kept apart
   CHECK(all[0].time_us == 1.5);
   CHECK(all[0].reps == 21);
 
-  const auto other_measurements = store.measurements(other);
+  const auto other_measurements = store.measurements(other, {other.template_hash});
   REQUIRE(other_measurements.size() == 1);
   CHECK(other_measurements[0].time_us == 1.0);
-  CHECK(store.measurements(make_key("none")).empty());
+  CHECK(store.measurements(make_key("none"), {make_key("none").template_hash}).empty());
+
+  // Measurements of another template of the family (a kernel kept in a template of its own) come back with it when
+  // asked for, each with its own hash; the key's hash is not read.
+  RecordKey second = key;
+  second.template_hash = "tmpl-2";
+  store.put(make_measurement(second, "block=512", "ok", 2.0));
+  CHECK(store.measurements(key, {key.template_hash}).size() == 5);
+  const auto both = store.measurements(second, {key.template_hash, "tmpl-2"});
+  REQUIRE(both.size() == 6);
+  CHECK(both[0].config == "block=64");
+  CHECK(both[0].key.template_hash == key.template_hash);
+  CHECK(both[1].config == "block=512");
+  CHECK(both[1].key.template_hash == "tmpl-2");
+  CHECK(store.measurements(key, {"tmpl-2"}).size() == 1);
 }
 
 TEST_CASE("a store written by a newer jitune is refused and left byte for byte unchanged") {
@@ -293,7 +318,7 @@ TEST_CASE("read-only stores read, refuse every write, and never create files") {
   Store store(db, OpenMode::kReadOnly);
   CHECK(store.read_only());
   CHECK(store.records().size() == 1);
-  CHECK(store.measurements(make_key("a")).size() == 1);
+  CHECK(store.measurements(make_key("a"), {make_key("a").template_hash}).size() == 1);
   Store source(dir / "source.db", OpenMode::kReadWrite);
   source.put(make_record("c"));
   const std::vector<std::function<void()>> writes = {
@@ -305,7 +330,7 @@ TEST_CASE("read-only stores read, refuse every write, and never create files") {
   };
   for (const auto& write : writes) CHECK(error_of(write).find("read-only") != std::string::npos);
   CHECK(Store(db, OpenMode::kReadWrite).records().size() == 1);
-  CHECK(store.measurements(make_key("b")).empty());
+  CHECK(store.measurements(make_key("b"), {make_key("b").template_hash}).empty());
 
   // Export only reads, so it works read-only.
   store.export_jsonl(dir / "out.jsonl");
@@ -322,9 +347,9 @@ TEST_CASE("a read-only open of an empty database reads as empty until the schema
   write_text(db, "");  // a zero-length file is an empty SQLite database
   Store reader(db, OpenMode::kReadOnly);
   CHECK(reader.records().empty());
-  CHECK_FALSE(reader.find_exact("permute", "tmpl-1", "a", "NVIDIA H100 80GB HBM3", 90, 132, "13.0"));
-  CHECK(reader.find_group("permute", "tmpl-1", "g", "NVIDIA H100 80GB HBM3", 90, 132).empty());
-  CHECK(reader.measurements(make_key("a")).empty());
+  CHECK_FALSE(reader.find_exact("permute", {"tmpl-1"}, "a", "NVIDIA H100 80GB HBM3", 90, 132, "13.0"));
+  CHECK(reader.find_group("permute", {"tmpl-1"}, "g", "NVIDIA H100 80GB HBM3", 90, 132).empty());
+  CHECK(reader.measurements(make_key("a"), {make_key("a").template_hash}).empty());
   {
     Store writer(db, OpenMode::kReadWrite);
     writer.put(make_record("a"));
@@ -387,7 +412,7 @@ TEST_CASE("threads share one store") {
           store.put(make_record(signature));
           store.put(make_measurement(make_key(signature), "block=64", "ok", 1.0 + i));
           const RecordKey key = make_key(signature);
-          if (!store.find_exact(key.family, key.template_hash, key.signature, key.device_name, key.cc,
+          if (!store.find_exact(key.family, {key.template_hash}, key.signature, key.device_name, key.cc,
                                 key.sm_count, key.nvrtc_version)) {
             ++failures;
           }
@@ -450,6 +475,6 @@ TEST_CASE("4 writer processes on one file: no 'database is locked', every record
   std::set<std::string> signatures;
   for (const auto& record : records) signatures.insert(record.key.signature);
   CHECK(signatures.size() == kChildren * kEach);
-  CHECK(store.measurements(make_key("child3_99")).size() == 1);
-  CHECK(store.measurements(make_key("child0_0")).size() == 1);
+  CHECK(store.measurements(make_key("child3_99"), {make_key("child3_99").template_hash}).size() == 1);
+  CHECK(store.measurements(make_key("child0_0"), {make_key("child0_0").template_hash}).size() == 1);
 }

@@ -345,11 +345,19 @@ bool tune_case(const Common& common, const TuneArgs& args, Runtime& rt, const Tu
 }
 
 // Several sessions: while one times, the next one's kernels compile (CompilePrefetch) at a low CPU priority.
-// Whether this build can serve `r`: its family is known and its template hash is that template's now (a record
-// of a changed template is stale: ignored by lookups, listed as such, left out of `cache export --current`).
+// Whether this build can serve `r`: its family is known and its template hash is its config's template's now (a
+// record of a changed template is stale: ignored by lookups, listed as such, left out of `cache export --current`).
 bool current_template(const cache::Record& r) {
   const Family* f = find_family(r.key.family);
-  return f != nullptr && r.key.template_hash == template_hash(f->template_name());
+  return f != nullptr && record_current(*f, r.key.template_hash, r.config);
+}
+
+// The template hashes whose measurements belong with record `r`: its own and its family's current ones.
+std::vector<std::string> measured_templates(const cache::Record& r) {
+  std::vector<std::string> hashes{r.key.template_hash};
+  if (const Family* f = find_family(r.key.family))
+    for (std::string& h : template_hashes(*f)) hashes.push_back(std::move(h));
+  return hashes;
 }
 
 // Keeps the suite cases the caches do not serve exactly on the device (--missing); defined with Explainer below.
@@ -918,7 +926,7 @@ int cache_show(const Common& common, const std::string& family_name, const std::
   json out = json::array();
   for (const auto& r : store.records()) {
     if (r.key.family != family_name || r.key.signature != sig) continue;
-    auto ms = store.measurements(r.key);
+    auto ms = store.measurements(r.key, measured_templates(r));
     if (common.json) {
       json j = record_json(r);
       json mj = json::array();
@@ -1026,7 +1034,7 @@ int cache_import_verified(const Common& common, const std::string& file) {
     const Family& f = *find_family(r.key.family);  // check_with_registry accepted it: the family exists
     // Tuned on another GPU, or for another version of the family's template (a stale record: its signature and
     // config belong to that version): not re-timed here; the plain policy below decides.
-    if (!same_device(r.key, dev) || r.key.template_hash != template_hash(f.template_name())) {
+    if (!same_device(r.key, dev) || !current_template(r)) {
       others.put(r);
       continue;
     }
@@ -1034,7 +1042,7 @@ int cache_import_verified(const Common& common, const std::string& file) {
     // The incoming config, side by side with the stored winner (if any) and the heuristic default, timed here.
     tuner::TuneOptions opt;
     opt.only_configs.push_back(Config::parse(r.config));
-    const auto stored = impl.user_store->find_exact(r.key.family, r.key.template_hash, r.key.signature,
+    const auto stored = impl.user_store->find_exact(r.key.family, template_hashes(f), r.key.signature,
                                                     r.key.device_name, r.key.cc, r.key.sm_count,
                                                     r.key.nvrtc_version);
     if (stored && stored->config != r.config && f.validate(*problem, Config::parse(stored->config), dev).empty())
@@ -1130,7 +1138,7 @@ int cache_revalidate(const Common& common, const std::string& family_name, int r
       // The stored winner and the best runners-up measured with it, re-timed side by side with the default.
       tuner::TuneOptions opt;
       opt.only_configs.push_back(Config::parse(r.config));
-      for (const cache::Measurement& m : impl.user_store->measurements(r.key)) {
+      for (const cache::Measurement& m : impl.user_store->measurements(r.key, measured_templates(r))) {
         if (static_cast<int>(opt.only_configs.size()) > runners_up) break;
         if (m.status != "ok") continue;
         Config c = Config::parse(m.config);
