@@ -18,12 +18,19 @@ std::size_t index_of(const std::vector<Param>& params, std::string_view name, st
 
 }  // namespace
 
+bool Param::varies_under(std::int64_t value) const {
+  return std::find(is.begin(), is.end(), value) != is.end();
+}
+
 Space::Space(std::vector<Param> params) : params_(std::move(params)) {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (params_[i].values.empty()) throw InvalidArgument("space parameter '" + params_[i].name + "' has no values");
     if (!params_[i].when.empty() && index_of(params_, params_[i].when, i) == i)
       throw InvalidArgument("space parameter '" + params_[i].name + "' depends on '" + params_[i].when +
                             "', which is not an earlier parameter");
+    if (!params_[i].when.empty() && params_[i].is.empty())
+      throw InvalidArgument("space parameter '" + params_[i].name + "' depends on '" + params_[i].when +
+                            "' but names no value of it");
   }
 }
 
@@ -37,7 +44,7 @@ std::uint64_t Space::size() const noexcept {
       return;
     }
     const Param& p = params_[i];
-    const bool active = p.when.empty() || chosen[index_of(params_, p.when, i)] == p.is;
+    const bool active = p.when.empty() || p.varies_under(chosen[index_of(params_, p.when, i)]);
     for (std::size_t v = 0; v < (active ? p.values.size() : 1); ++v) {
       chosen[i] = p.values[v];
       walk(i + 1);
@@ -64,7 +71,7 @@ void Space::for_each(const std::function<void(const Config&)>& visit) const {
       return;
     }
     const Param& p = params_[i];
-    const bool active = when[i] == params_.size() || *slot[when[i]] == p.is;
+    const bool active = when[i] == params_.size() || p.varies_under(*slot[when[i]]);
     for (std::size_t v = 0; v < (active ? p.values.size() : 1); ++v) {
       *slot[i] = p.values[v];
       walk(i + 1);
@@ -90,9 +97,11 @@ std::string Space::why_not_contained(const Config& config) const {
     }
   }
   for (const Param& p : params_) {
-    if (p.when.empty() || config.at(p.when) == p.is || config.at(p.name) == p.values.front()) continue;
-    return p.name + "=" + std::to_string(config.at(p.name)) + " applies only where " + p.when + "=" +
-           std::to_string(p.is) + " (here " + p.when + "=" + std::to_string(config.at(p.when)) + "); set it to " +
+    if (p.when.empty() || p.varies_under(config.at(p.when)) || config.at(p.name) == p.values.front()) continue;
+    std::string where;
+    for (std::int64_t v : p.is) where += (where.empty() ? "" : " or ") + p.when + "=" + std::to_string(v);
+    return p.name + "=" + std::to_string(config.at(p.name)) + " applies only where " + where + " (here " + p.when +
+           "=" + std::to_string(config.at(p.when)) + "); set it to " +
            std::to_string(p.values.front());
   }
   for (const auto& entry : config.values()) {
@@ -106,8 +115,10 @@ std::string Space::why_not_contained(const Config& config) const {
 bool Space::contains(const Config& config) const { return why_not_contained(config).empty(); }
 
 Config Space::canonical(Config config) const {
-  for (const Param& p : params_)
-    if (!p.when.empty() && config.find(p.when) != p.is && config.find(p.name)) config.set(p.name, p.values.front());
+  for (const Param& p : params_) {
+    if (p.when.empty() || !config.find(p.name)) continue;
+    if (const auto w = config.find(p.when); !w || !p.varies_under(*w)) config.set(p.name, p.values.front());
+  }
   return config;
 }
 

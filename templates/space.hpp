@@ -15,11 +15,14 @@ struct Param {
   std::string name;                   ///< e.g. "pack".
   std::vector<std::int64_t> values;   ///< Candidate values, in the order they are tried.
   std::string help;                   ///< Meaning and legal range, one line.
-  /// A parameter of one variant only: it varies where the earlier parameter `when` has the value `is` and
-  /// holds its first value elsewhere (empty `when`: always varies). A family with two kernels (conv2d's
-  /// direct and implicit-GEMM algorithms) so tunes each kernel's knobs without the product of both.
+  /// A parameter of some variants only: it varies where the earlier parameter `when` has one of the values `is`
+  /// and holds its first value elsewhere (empty `when`: always varies). A family with several kernels (conv2d's
+  /// direct, implicit-GEMM and Winograd algorithms) so tunes each kernel's knobs without the product of all, and
+  /// two kernels of one shape (Winograd F(2x2) and F(4x4)) share theirs.
   std::string when = {};
-  std::int64_t is = 0;
+  std::vector<std::int64_t> is = {};
+  /// Whether the parameter varies where `when` has the value `value`.
+  bool varies_under(std::int64_t value) const;
 };
 
 /// The product of its parameters' values, where a conditional parameter (Param::when) varies only under its

@@ -199,7 +199,7 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
     std::string why = tcd_hard_check(p, config, device);
     return why.empty() ? tcd_neighbourhood_check(p, config, device) : why;
   }
-  if (config.at("algo") == 3) {
+  if (config.at("algo") >= 3) {
     std::string why = wino_hard_check(p, config, device);
     return why.empty() ? wino_neighbourhood_check(p, config, device) : why;
   }
@@ -216,7 +216,7 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
 std::string kernel_limits(const ConvProblem& problem, const Config& config, const DeviceInfo& device) {
   if (config.at("algo") == 1) return detail::igemm_hard_check(problem, config, device);
   if (config.at("algo") == 2) return detail::tcd_hard_check(problem, config, device);
-  if (config.at("algo") == 3) return detail::wino_hard_check(problem, config, device);
+  if (config.at("algo") >= 3) return detail::wino_hard_check(problem, config, device);
   return hard_check(problem, config, device);
 }
 

@@ -11,96 +11,103 @@ class ConvFamily final : public Family {
   ConvFamily()
       : space_({
             {"algo",
-             {0, 1, 2, 3},
+             {0, 1, 2, 3, 4},
              "0: direct kernel (FFMA on shared-memory tiles, any dtype); 1: implicit GEMM on tensor cores "
              "(mma.sync on sm_80+ or wgmma on sm_90, float16 / bfloat16, or float32 on TF32 tensor cores where the "
              "problem's precision is tf32); 2: direct on tensor cores (a shared halo tile read by "
              "ldmatrix, short reductions, float16 / bfloat16, sm_80+); 3: Winograd F(2x2, 3x3) in float32 (3x3, "
-             "stride 1, dilation 1, either layout)"},
-            {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", 0},
-            {"out_w", {1, 2, 4}, "direct: contiguous output columns per thread", "algo", 0},
-            {"block_h", {1, 2, 4, 8, 16}, "direct: thread rows per block (tile height = block_h * out_h)", "algo", 0},
-            {"block_w", {8, 16, 32}, "direct: thread columns per block (tile width = block_w * out_w)", "algo", 0},
+             "stride 1, dilation 1, either layout); 4: Winograd F(4x4, 3x3), as 3 with 4x4 output tiles (2.25x "
+             "fewer products than 3, about four times its rounding error)"},
+            {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", {0}},
+            {"out_w", {1, 2, 4}, "direct: contiguous output columns per thread", "algo", {0}},
+            {"block_h", {1, 2, 4, 8, 16}, "direct: thread rows per block (tile height = block_h * out_h)", "algo", {0}},
+            {"block_w", {8, 16, 32}, "direct: thread columns per block (tile width = block_w * out_w)", "algo", {0}},
             {"k_block",
              {1, 2, 3, 4, 6, 8, 12, 16},
              "direct: output channels per block, all accumulated by each thread; divides K",
              "algo",
-             0},
-            {"c_stage", {1, 2, 3, 4, 8}, "direct: input channels per shared-memory stage; divides C", "algo", 0},
+             {0}},
+            {"c_stage", {1, 2, 3, 4, 8}, "direct: input channels per shared-memory stage; divides C", "algo", {0}},
             {"load",
              {1, 2, 4, 8},
              "direct: elements per global vector load of the input tile; load * element size <= 16",
              "algo",
-             0},
+             {0}},
             {"double_buffer",
              {0, 1},
              "direct: 1: load the next stage into registers while computing this one",
              "algo",
-             0},
+             {0}},
             {"max_regs",
              {128, 168, 255},
              "direct: register cap per thread (blocks per SM); 255: none; cap * threads <= 65536",
              "algo",
-             0},
-            {"tile_m", {32, 64, 128, 256}, "implicit GEMM: output pixels per block", "algo", 1},
-            {"tile_n", {16, 32, 64, 128}, "implicit GEMM: output channels per block", "algo", 1},
+             {0}},
+            {"tile_m", {32, 64, 128, 256}, "implicit GEMM: output pixels per block", "algo", {1}},
+            {"tile_n", {16, 32, 64, 128}, "implicit GEMM: output channels per block", "algo", {1}},
             {"tile_k", {16, 32, 64}, "implicit GEMM: reduction (C * R * S) elements per shared-memory stage",
-             "algo", 1},
-            {"warps_m", {1, 2, 4}, "implicit GEMM: warps along the pixels (warp tile tile_m / warps_m)", "algo", 1},
-            {"warps_n", {1, 2, 4}, "implicit GEMM: warps along the channels (warp tile tile_n / warps_n)", "algo", 1},
+             "algo", {1}},
+            {"warps_m", {1, 2, 4}, "implicit GEMM: warps along the pixels (warp tile tile_m / warps_m)", "algo", {1}},
+            {"warps_n", {1, 2, 4}, "implicit GEMM: warps along the channels (warp tile tile_n / warps_n)", "algo", {1}},
             {"min_blocks",
              {1, 2},
              "implicit GEMM: blocks per SM the register allocation must allow (2: at most 32768 / threads registers)",
              "algo",
-             1},
+             {1}},
             {"mma",
              {0, 1},
              "implicit GEMM: 0: mma.sync, each warp a warp tile; 1: wgmma (sm_90), each of warps_m x warps_n "
              "warpgroups a 64 x (tile_n / warps_n) tile with channels in 64s, 128-byte rows (tile_k 64, TF32 32)",
              "algo",
-             1},
+             {1}},
             {"split_k",
              {1, 2, 4, 8},
              "implicit GEMM: blocks sharing each output tile's reduction (a float workspace; the last block sums "
              "the partials in order)",
              "algo",
-             1},
+             {1}},
             {"stages",
              {0, 2, 3, 4, 6, 8},
              "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-8: a cp.async pipeline "
              "of that many shared buffers (C a multiple of 8, TF32 4: channels last, repack 1, or an NCHW 1x1 "
              "convolution of stride 1 without padding on wgmma, its pixels copied in runs; 16-bit only)",
              "algo",
-             1},
+             {1}},
             {"repack",
              {0, 1},
              "implicit GEMM, NCHW: 1: one cooperative launch copies x and w to channels last in the workspace, "
              "then (after a grid barrier) runs the cp.async pipeline over the copies, writing y in NCHW",
              "algo",
-             1},
+             {1}},
             {"persist",
              {0, 1},
              "implicit GEMM, NCHW 1x1 read as pixel runs: 1: one balanced wave of blocks, each taking output tiles "
              "in turn with its cp.async pipeline copying the next tile while it stores the last (split_k 1)",
              "algo",
-             1},
-            {"rows", {1, 2, 4, 8, 16, 32}, "tensor-core direct: output rows per block", "algo", 2},
-            {"cols", {16, 32, 64, 128}, "tensor-core direct: output columns per block", "algo", 2},
+             {1}},
+            {"rows", {1, 2, 4, 8, 16, 32}, "tensor-core direct: output rows per block", "algo", {2}},
+            {"cols", {16, 32, 64, 128}, "tensor-core direct: output columns per block", "algo", {2}},
             {"n_block", {8, 16, 32, 64}, "tensor-core direct: output channels per block (8 or a multiple of 16)",
-             "algo", 2},
-            {"warps", {2, 4, 8}, "tensor-core direct: warps per block", "algo", 2},
-            {"m_tiles", {1, 2, 4}, "tensor-core direct: 16-pixel groups a warp computes at once", "algo", 2},
-            {"wino_k", {16, 32, 64}, "Winograd: output channels per block", "algo", 3},
-            {"wino_tiles", {16, 32, 64}, "Winograd: 2x2 output tiles per block", "algo", 3},
-            {"wino_c", {4, 8, 16}, "Winograd: input channels per shared-memory stage", "algo", 3},
-            {"wino_rk", {4, 8}, "Winograd: output channels per thread (of wino_k)", "algo", 3},
-            {"wino_rt", {4, 8}, "Winograd: tiles per thread (of wino_tiles); threads 16 * wino_k / wino_rk * "
-             "wino_tiles / wino_rt", "algo", 3},
-            {"wino_min_blocks", {1, 2}, "Winograd: blocks per SM the register allocation must allow", "algo", 3},
+             "algo", {2}},
+            {"warps", {2, 4, 8}, "tensor-core direct: warps per block", "algo", {2}},
+            {"m_tiles", {1, 2, 4}, "tensor-core direct: 16-pixel groups a warp computes at once", "algo", {2}},
+            {"wino_k", {16, 32, 64}, "Winograd: output channels per block", "algo", {3, 4}},
+            {"wino_tiles", {16, 32, 64, 8}, "Winograd: output tiles (2x2 for algo 3, 4x4 for 4) per block; 8 for "
+             "algo 4 only", "algo", {3, 4}},
+            {"wino_c", {4, 8, 16}, "Winograd: input channels per shared-memory stage", "algo", {3, 4}},
+            {"wino_rk", {4, 8}, "Winograd: output channels per thread (of wino_k)", "algo", {3, 4}},
+            {"wino_rt", {4, 8}, "Winograd: tiles per thread (of wino_tiles); threads 16 (algo 3) or 36 (algo 4) "
+             "* wino_k / wino_rk * wino_tiles / wino_rt", "algo", {3, 4}},
+            {"wino_min_blocks", {1, 2}, "Winograd: blocks per SM the register allocation must allow", "algo",
+             {3, 4}},
         }) {}
 
   std::string_view name() const override { return "conv2d"; }
   std::string_view template_name() const override { return "conv2d/conv2d.cuh"; }
+  std::vector<std::string_view> templates() const override { return {template_name(), detail::kWinograd4Template}; }
+  std::string_view template_of(const Config& config) const override {
+    return config.at("algo") == 4 ? detail::kWinograd4Template : template_name();
+  }
   const Space& space() const override { return space_; }
   // About 0.6 s of NVRTC per candidate on an H100 host, mostly the NVVM optimizer on the unrolled body.
   bool slow_compiles() const override { return true; }

@@ -12,6 +12,9 @@
 
 namespace jitune::templates::conv2d::detail {
 
+/// The template of algo 4 (Winograd F(4x4, 3x3)): its configs' programs include it instead of conv2d.cuh, so its
+/// records carry its own template hash (Family::template_of).
+inline constexpr std::string_view kWinograd4Template = "conv2d/winograd4.cuh";
 /// Registers a thread can hold; the kernels' register estimates are checked against it.
 inline constexpr std::int64_t kMaxRegisters = 255;
 /// The largest workspace repack 1 may ask for (its copies of x and w): 4 GiB.
@@ -38,9 +41,9 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
 /// The epilogue's functor, `struct jitune_conv_epilogue` (conv2d.cuh's NoEpilogue shape) over the elementwise
 /// expression engine's functor of p.epilogue(); empty without an epilogue.
 std::string epilogue_source(const ConvProblem& p);
-/// The program of a kernel's name expression: conv2d.cuh and, with an epilogue, epilogue_source as the kernel's
-/// last template argument.
-KernelSource program(const ConvProblem& p, std::string name);
+/// The program of a kernel's name expression: its entry template (conv2d.cuh, or algo 4's) and, with an epilogue,
+/// epilogue_source as the kernel's last template argument.
+KernelSource program(const ConvProblem& p, std::string name, std::string_view entry = "conv2d/conv2d.cuh");
 /// The kernel's name expression (Family::source).
 KernelSource source(const ConvProblem& p, const Config& config);
 /// One block per output tile and k_block channels, grid z over the batch; algo 2: persistent blocks
@@ -109,20 +112,22 @@ Config tcd_heuristic(const ConvProblem& p, const DeviceInfo& device);
 KernelSource tcd_source(const ConvProblem& p, const Config& config);
 LaunchShape tcd_launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 
-// winograd.cpp: Winograd F(2x2, 3x3) in float32 (algo 3)
-/// winograd.cuh's block shape and shared memory for a config, with the register estimate the limits use.
+// winograd.cpp: Winograd F(2x2, 3x3) (algo 3) and F(4x4, 3x3) (algo 4) in float32
+/// winograd.cuh's (algo 3) or winograd4.cuh's (algo 4) block shape and shared memory for a config, with the
+/// register estimate the limits use.
 struct WinoGeometry {
-  std::int64_t threads = 0, tk = 0, tt = 0;  ///< Threads a block; along K and along tiles for each of 16 positions.
+  std::int64_t m = 0, points = 0;            ///< Output tile m x m; transform positions (m + 2)^2.
+  std::int64_t threads = 0, tk = 0, tt = 0;  ///< Threads a block; along K and along tiles for each position.
   std::int64_t group = 0;                    ///< Accumulator rows a thread stages per output pass.
   std::int64_t shared_bytes = 0, in_per_thread = 0, w_per_thread = 0, prefetch = 0, register_estimate = 0;
-  std::int64_t tiles = 0, grid_x = 0, grid_y = 0;  ///< tiles: 2x2 output tiles of the batch.
+  std::int64_t tiles = 0, grid_x = 0, grid_y = 0;  ///< tiles: m x m output tiles of the batch.
 };
 WinoGeometry wino_geometry(const ConvProblem& p, const Config& config);
-/// What the Winograd kernel cannot run (dtype, filter, stride, dilation, block shape, prefetch, registers, shared
-/// memory, 32-bit tile numbering, tiles mostly idle), empty if it can.
+/// What the Winograd kernels (algo 3 or 4) cannot run (dtype, filter, stride, dilation, block shape, prefetch,
+/// registers, shared memory, 32-bit tile numbering, tiles mostly idle), empty if it can.
 std::string wino_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
-/// The configs worth timing: 128 or 256 threads, stages no wider than twice C, two blocks per SM only for
-/// kernels of few registers.
+/// The configs worth timing: 128 or 256 threads (algo 4: 144 or 288), stages no wider than twice C, two blocks per
+/// SM only for kernels of few registers.
 std::string wino_neighbourhood_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 /// Whether the untuned default runs Winograd: float32 3x3 of stride 1 and dilation 1 where C and K reach 32, or
 /// channels last (which the direct kernel does not read).

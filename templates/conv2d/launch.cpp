@@ -33,15 +33,15 @@ std::string epilogue_source(const ConvProblem& p) {
   return text;
 }
 
-KernelSource program(const ConvProblem& p, std::string name) {
+KernelSource program(const ConvProblem& p, std::string name, std::string_view entry) {
   if (p.epilogue()) name.insert(name.size() - 1, ", jitune_conv_epilogue");
-  return {"#include \"conv2d/conv2d.cuh\"\n" + epilogue_source(p), std::move(name)};
+  return {"#include \"" + std::string(entry) + "\"\n" + epilogue_source(p), std::move(name)};
 }
 
 KernelSource source(const ConvProblem& p, const Config& config) {
   if (config.at("algo") == 1) return igemm_source(p, config);
   if (config.at("algo") == 2) return tcd_source(p, config);
-  if (config.at("algo") == 3) return wino_source(p, config);
+  if (config.at("algo") >= 3) return wino_source(p, config);
   const auto& s = p.shape();
   std::string name = "jitune::conv::conv2d<" + std::string(dtype_cuda_type(p.dtype()));
   for (std::int64_t v : {s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w,
@@ -56,7 +56,7 @@ KernelSource source(const ConvProblem& p, const Config& config) {
 LaunchShape launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
   if (config.at("algo") == 1) return igemm_launch_shape(p, config);
   if (config.at("algo") == 2) return tcd_launch_shape(p, config, device);
-  if (config.at("algo") == 3) return wino_launch_shape(p, config);
+  if (config.at("algo") >= 3) return wino_launch_shape(p, config);
   const TileGeometry g = tile_geometry(p, config);
   const std::int64_t tiles = ((p.p() + g.tile_h - 1) / g.tile_h) * ((p.q() + g.tile_w - 1) / g.tile_w);
   LaunchShape shape;
@@ -117,12 +117,13 @@ void push_args(const ConvProblem& p, const Config& config, const void* x, const 
   };
   static_assert(sizeof(ArgsLayout) == 72);
   const auto& s = p.shape();
-  // tiles_x: output tiles along Q for the direct kernels and Winograd (2 columns each); the implicit GEMM does not
-  // read it.
+  // tiles_x: output tiles along Q for the direct kernels and Winograd (2 or 4 columns each); the implicit GEMM does
+  // not read it.
   const std::int64_t algo = config.at("algo");
   const std::int64_t tile_w = algo == 1   ? 1
                               : algo == 2 ? config.at("cols")
                               : algo == 3 ? 2
+                              : algo == 4 ? 4
                                           : config.at("block_w") * config.at("out_w");
   const ArgsLayout a{x,
                      w,

@@ -1,4 +1,5 @@
-// The conv2d Winograd variant (algo 3, winograd.cuh) on the host: geometry, legality, default and launch.
+// The conv2d Winograd variants on the host: algo 3, F(2x2, 3x3) (winograd.cuh), and algo 4, F(4x4, 3x3)
+// (winograd4.cuh): geometry, legality, default and launch.
 #include <algorithm>
 
 #include "templates/conv2d/conv2d_detail.hpp"
@@ -6,15 +7,27 @@
 namespace jitune::templates::conv2d::detail {
 namespace {
 
-// Loads a thread holds in registers for the next stage (16 per input patch, 9 per filter): more crowd out the
-// accumulators.
+// Loads a thread holds in registers for the next stage (16 or 36 per input patch, 9 per filter): more crowd out
+// the accumulators.
 constexpr std::int64_t kMaxPrefetch = 48;
 
-// winograd.cuh's wino_group: the largest divisor of rk whose staged rows fit the stage buffers.
-std::int64_t group_of(std::int64_t rk, std::int64_t tk, std::int64_t pitch, std::int64_t floats) {
+// The kernels' kGroup: the largest divisor of rk whose staged rows fit the stage buffers.
+std::int64_t group_of(std::int64_t points, std::int64_t rk, std::int64_t tk, std::int64_t pitch, std::int64_t floats) {
   for (std::int64_t g = rk; g > 1; --g)
-    if (rk % g == 0 && 16 * tk * g * pitch <= floats) return g;
+    if (rk % g == 0 && points * tk * g * pitch <= floats) return g;
   return 1;
+}
+
+// Registers a thread may hold with `blocks` blocks of `threads` an SM: the register file is four partitions, each
+// holding the warps its scheduler runs (9 warps put 3 on one: 168 registers, where 8 warps may take 255), in units
+// of 8 registers a thread.
+std::int64_t register_cap(std::int64_t threads, std::int64_t blocks, const DeviceInfo& device) {
+  const std::int64_t warps = ceil_div(ceil_div(threads, 32) * blocks, 4);
+  return std::min<std::int64_t>(kMaxRegisters, device.registers_per_sm / 4 / (warps * 32) / 8 * 8);
+}
+
+std::string name_of(const WinoGeometry& g) {
+  return "algo " + std::string(g.m == 4 ? "4 (Winograd F(4x4, 3x3))" : "3 (Winograd F(2x2, 3x3))");
 }
 
 }  // namespace
@@ -25,19 +38,22 @@ WinoGeometry wino_geometry(const ConvProblem& p, const Config& c) {
   const std::int64_t bk = c.at("wino_k"), bt = c.at("wino_tiles"), bc = c.at("wino_c"), rk = c.at("wino_rk"),
                      rt = c.at("wino_rt");
   WinoGeometry g;
+  g.m = c.at("algo") == 4 ? 4 : 2;
+  g.points = (g.m + 2) * (g.m + 2);
   g.tk = bk / rk;
   g.tt = bt / rt;
-  g.threads = 16 * g.tk * g.tt;
+  g.threads = g.points * g.tk * g.tt;
   const std::int64_t v_pitch = bt + (nhwc ? 4 : 0), m_pitch = bt + (nhwc ? 1 : 4);
-  const std::int64_t stage = 16 * bc * (v_pitch + bk);
-  g.group = group_of(rk, g.tk, m_pitch, stage);
-  g.shared_bytes = 4 * std::max(stage, 16 * g.tk * g.group * m_pitch);
+  const std::int64_t stage = g.points * bc * (v_pitch + bk);
+  g.group = group_of(g.points, rk, g.tk, m_pitch, stage);
+  g.shared_bytes = 4 * std::max(stage, g.points * g.tk * g.group * m_pitch);
   g.in_per_thread = ceil_div(bc * bt, g.threads);
   g.w_per_thread = ceil_div(bc * bk, g.threads);
-  g.prefetch = 16 * g.in_per_thread + 9 * g.w_per_thread;
-  // Accumulators, the prefetched loads, one stage row of U and V, and the patches' bases and masks and indexing.
-  g.register_estimate = rk * rt + g.prefetch + rk + rt + 3 * g.in_per_thread + 32;
-  g.tiles = s.n * ceil_div(p.p(), 2) * ceil_div(p.q(), 2);
+  g.prefetch = g.points * g.in_per_thread + 9 * g.w_per_thread;
+  // Accumulators, the prefetched loads, one stage row of U and V, and the patches' bases and masks and indexing;
+  // F(4x4)'s 64-bit masks and the second 36 values of its transforms at the stage store.
+  g.register_estimate = rk * rt + g.prefetch + rk + rt + 3 * g.in_per_thread + 32 + (g.m == 4 ? 36 : 0);
+  g.tiles = s.n * ceil_div(p.p(), g.m) * ceil_div(p.q(), g.m);
   g.grid_x = ceil_div(g.tiles, bt);
   g.grid_y = ceil_div(s.k, bk);
   return g;
@@ -46,27 +62,28 @@ WinoGeometry wino_geometry(const ConvProblem& p, const Config& c) {
 std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
   const auto& s = p.shape();
   auto cfg = [&] { return " (" + c.text() + ")"; };
+  const WinoGeometry g = wino_geometry(p, c);
   if (p.dtype() != DType::kFloat32)
-    return "algo 3 (Winograd F(2x2, 3x3)) takes float32; " + std::string(dtype_name(p.dtype())) +
+    return name_of(g) + " takes float32; " + std::string(dtype_name(p.dtype())) +
            " runs on tensor cores (algo 1 or 2) or the direct kernel (algo 0)";
   if (s.r != 3 || s.s != 3 || s.stride_h != 1 || s.stride_w != 1 || s.dilation_h != 1 || s.dilation_w != 1)
-    return "algo 3 (Winograd F(2x2, 3x3)) takes 3x3 filters of stride 1 and dilation 1; this is " +
+    return name_of(g) + " takes 3x3 filters of stride 1 and dilation 1; this is " +
            std::to_string(s.r) + "x" + std::to_string(s.s) + ", stride " + std::to_string(s.stride_h) + "x" +
            std::to_string(s.stride_w) + ", dilation " + std::to_string(s.dilation_h) + "x" +
            std::to_string(s.dilation_w) + " (the direct kernel, algo 0, runs it)";
-  const WinoGeometry g = wino_geometry(p, c);
   const std::int64_t bk = c.at("wino_k"), bt = c.at("wino_tiles"), rk = c.at("wino_rk"), rt = c.at("wino_rt");
+  if (g.m == 2 && bt < 16) return "wino_tiles 8 is F(4x4)'s (algo 4): algo 3 takes 16 or more" + cfg();
   if (bk % rk != 0 || bt % rt != 0)
     return "wino_rk " + std::to_string(rk) + " and wino_rt " + std::to_string(rt) + " must divide wino_k " +
            std::to_string(bk) + " and wino_tiles " + std::to_string(bt) + cfg();
   const std::int64_t max_threads = std::min(512, device.max_threads_per_block);
   if (g.threads < 64 || g.threads > max_threads)
-    return "block of " + std::to_string(g.threads) + " threads (16 x wino_k / wino_rk x wino_tiles / wino_rt); " +
-           "allowed 64 to " + std::to_string(max_threads) + cfg();
+    return "block of " + std::to_string(g.threads) + " threads (" + std::to_string(g.points) +
+           " x wino_k / wino_rk x wino_tiles / wino_rt); allowed 64 to " + std::to_string(max_threads) + cfg();
   if (g.prefetch > kMaxPrefetch)
     return "a stage of wino_c " + std::to_string(c.at("wino_c")) + " channels holds " + std::to_string(g.prefetch) +
            " prefetched loads per thread (at most " + std::to_string(kMaxPrefetch) + ")" + cfg();
-  const std::int64_t cap = std::min<std::int64_t>(kMaxRegisters, device.registers_per_sm / (g.threads * c.at("wino_min_blocks")));
+  const std::int64_t cap = register_cap(g.threads, c.at("wino_min_blocks"), device);
   if (g.register_estimate > cap)
     return "needs about " + std::to_string(g.register_estimate) + " registers per thread; " +
            std::to_string(c.at("wino_min_blocks")) + " blocks of " + std::to_string(g.threads) +
@@ -74,8 +91,8 @@ std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceI
   if (g.shared_bytes > device.max_shared_per_block_optin)
     return "needs " + std::to_string(g.shared_bytes) + " bytes of shared memory; the device allows " +
            std::to_string(device.max_shared_per_block_optin) + " per block" + cfg();
-  if (ceil_div(p.p(), 2) * ceil_div(p.q(), 2) >= (std::int64_t{1} << 31) || g.grid_x >= (std::int64_t{1} << 31))
-    return "algo 3 numbers one image's 2x2 output tiles and the blocks in 32 bits";
+  if (ceil_div(p.p(), g.m) * ceil_div(p.q(), g.m) >= (std::int64_t{1} << 31) || g.grid_x >= (std::int64_t{1} << 31))
+    return name_of(g) + " numbers one image's output tiles and the blocks in 32 bits";
   if (g.grid_y > 65535) return "K = " + std::to_string(s.k) + " needs more than 65535 blocks of wino_k" + cfg();
   // Tiles more than twice the problem leave most of the block idle.
   if (bt > 16 && bt >= 2 * g.tiles)
@@ -88,8 +105,11 @@ std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceI
 
 std::string wino_neighbourhood_check(const ConvProblem& p, const Config& c, const DeviceInfo&) {
   const WinoGeometry g = wino_geometry(p, c);
-  if (g.threads != 128 && g.threads != 256)
-    return std::to_string(g.threads) + " threads a block (tuned: 128 or 256)";
+  // Thread tiles per transform position: 8 or 16 for F(2x2) (128 or 256 threads), 4 or 8 for F(4x4) (144 or 288).
+  const std::int64_t fewer = g.m == 4 ? 4 : 8;
+  if (g.tk * g.tt != fewer && g.tk * g.tt != 2 * fewer)
+    return std::to_string(g.threads) + " threads a block (tuned: " + std::to_string(fewer * g.points) + " or " +
+           std::to_string(2 * fewer * g.points) + ")";
   if (c.at("wino_c") > 4 && c.at("wino_c") > 2 * p.shape().c)
     return "wino_c " + std::to_string(c.at("wino_c")) + " for C = " + std::to_string(p.shape().c);
   // Two blocks of 256 threads cap a thread at 128 registers: worth timing where the estimate fits that cap (the
@@ -139,13 +159,15 @@ Config wino_heuristic(const ConvProblem& p, const DeviceInfo& device) {
 
 KernelSource wino_source(const ConvProblem& p, const Config& config) {
   const auto& s = p.shape();
-  std::string name = "jitune::conv::conv2d_wino<" + std::to_string(s.layout == ImageLayout::kNHWC ? 1 : 0);
+  const bool f4 = config.at("algo") == 4;
+  std::string name = f4 ? "jitune::conv::conv2d_winograd<4, " : "jitune::conv::conv2d_wino<";
+  name += std::to_string(s.layout == ImageLayout::kNHWC ? 1 : 0);
   for (std::int64_t v : {s.c, s.k, config.at("wino_k"), config.at("wino_tiles"), config.at("wino_c"),
                          config.at("wino_rk"), config.at("wino_rt"), config.at("wino_min_blocks"),
                          std::int64_t{s.bias ? 1 : 0}})
     name += ", " + std::to_string(v);
   name += ">";
-  return program(p, std::move(name));
+  return f4 ? program(p, std::move(name), kWinograd4Template) : program(p, std::move(name));
 }
 
 LaunchShape wino_launch_shape(const ConvProblem& p, const Config& config) {

@@ -46,13 +46,13 @@ class ScatterAddFamily final : public Family {
              {15, 12, 14},
              "partition=1: log2 of the destination elements per bucket (a float bin each in shared memory)",
              "partition",
-             1},
+             {1}},
             {"segment",
              {18, 16},
              "partition=1: log2 of the most entries a block sums at once; a bucket with more is split, and "
              "its segments add to the destination atomically",
              "partition",
-             1},
+             {1}},
             {"order", {0, 1}, "dot: 0 grid-stride, 1 one contiguous chunk per block; index_add: 0"},
             {"cache", {0, 2}, "dot: the loads' L2 eviction priority, 0 normal, 2 evict_first; index_add: 0"},
         }) {}

@@ -2,7 +2,8 @@
 // padding 0/1/2, dilation 1/2, N 1/3, bias or not) in float32 / float16 / bfloat16 against the CPU reference
 // with poisoned outputs and misaligned pointers; the tensor-core implicit GEMM over random channel counts; outputs smaller than a tile; batches beyond the grid limit;
 // the tensor-core direct kernel (algo 2) over both layouts and odd channel counts; Winograd (algo 3) in float32 over
-// both layouts, odd channels and sizes, every padding, every knob value and a residual epilogue; sampled configurations of the
+// both layouts, odd channels and sizes, every padding, every knob value and a residual epilogue; Winograd F(4x4)
+// (algo 4) likewise, every legal config of random shapes, and served from a stored record; sampled configurations of the
 // space through the tuner's verification, every knob value (cp.async stages, split-K and algo 2's tiles included)
 // launched directly; TF32 (precision tf32) on the implicit GEMM over both layouts, odd channels, misaligned pointers
 // and every knob value; the tuned pick; N = 0 and bad input.
@@ -15,6 +16,7 @@
 #include "gpu_util.hpp"
 #include "tests/support/conv2d_knob_sample.hpp"
 #include "templates/conv2d/conv2d.hpp"
+#include "templates/sources.hpp"
 #include "tuner/compile_pool.hpp"
 #include "tuner/measure.hpp"
 #include "tuner/tuner.hpp"
@@ -377,11 +379,14 @@ TEST_CASE("Winograd (algo 3) matches the CPU reference: both layouts, odd channe
     std::set<std::pair<std::string, std::int64_t>> seen;
     const std::vector<Config> sample = test::conv2d_knob_sample(p, rt.device(), 3, seen);
     for (const Param& param : fam.space().params())
-      if (param.when == "algo" && param.is == 3)
+      if (param.when == "algo" && param.varies_under(3))
         for (std::int64_t value : param.values) {
           INFO(param.name, "=", value);
-          // K = 29 (the first problem): 64 channels a block would leave more than half of it idle.
-          CHECK(seen.count({param.name, value}) == (p.shape().k == 29 && param.name == "wino_k" && value == 64 ? 0u : 1u));
+          // K = 29 (the first problem): 64 channels a block would leave more than half of it idle; 8 tiles a block
+          // are F(4x4)'s (algo 4).
+          const bool refused = (p.shape().k == 29 && param.name == "wino_k" && value == 64) ||
+                               (param.name == "wino_tiles" && value == 8);
+          CHECK(seen.count({param.name, value}) == (refused ? 0u : 1u));
         }
     REQUIRE(sample.size() >= 6);
     CHECK(launch_and_check(rt, p, sample, stream.get()) == sample.size());
@@ -396,6 +401,81 @@ TEST_CASE("Winograd (algo 3) matches the CPU reference: both layouts, odd channe
     CHECK(Config::parse(rt.explain("conv2d", p.signature()).config).at("algo") == 3);
     check_conv(rt, DType::kFloat32, s, 1, 3399);
   }
+}
+
+TEST_CASE("Winograd F(4x4) (algo 4) matches the CPU reference: both layouts, odd sizes, every padding and knob value, an epilogue, a stored record") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  const Family& fam = templates::conv2d::conv2d_family();
+  driver::StreamHandle stream;
+  std::mt19937_64 rng(4404);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  // Random shapes: channels on and off the stages and blocks, outputs off the 4x4 tiles (from one pixel up),
+  // paddings 0-2 per axis, bias or not; every legal F(4x4) config of each, launched directly.
+  const std::int64_t channels[] = {64, 37, 5, 128, 33, 16, 3, 96};
+  const std::int64_t outputs[] = {64, 29, 7, 16, 1, 40, 33, 32};
+  std::size_t launched = 0;
+  for (int variant = 0; variant < 8; ++variant) {
+    templates::conv2d::ConvProblem::Shape s;
+    s.layout = variant % 2 ? ImageLayout::kNHWC : ImageLayout::kNCHW;
+    s.c = channels[variant], s.k = outputs[variant];
+    s.n = pick(1, 3), s.r = s.s = 3;
+    s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
+    s.h = std::max<std::int64_t>(1, 3 - 2 * s.pad_h) + pick(0, 30);
+    s.w = std::max<std::int64_t>(1, 3 - 2 * s.pad_w) + pick(0, 40);
+    s.bias = variant % 3 != 1;
+    if (variant == 5) s.epilogue = "y = max(acc + r, 0.0f)";
+    const templates::conv2d::ConvProblem p(DType::kFloat32, s);
+    INFO(p.signature());
+    std::size_t pruned = 0;
+    std::vector<Config> f4;
+    for (const Config& c : tuner::legal_candidates(fam, p, rt.device(), pruned))
+      if (c.at("algo") == 4) f4.push_back(c);
+    REQUIRE(!f4.empty());
+    launched += launch_and_check(rt, p, f4, stream.get());
+  }
+  MESSAGE(launched, " F(4x4) launches over 8 random shapes");
+  // Every knob value F(4x4) can run, on the host test's two problems (NCHW off every block and tile; channels last
+  // with a residual epilogue).
+  for (const char* sig :
+       {"bias=1;c=37;dilation_h=1;dilation_w=1;dtype=float32;h=41;k=29;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;s=3;"
+        "stride_h=1;stride_w=1;w=70",
+        "bias=1;c=64;dilation_h=1;dilation_w=1;dtype=float32;h=30;k=96;layout=nhwc;n=3;pad_h=2;pad_w=0;r=3;s=3;"
+        "stride_h=1;stride_w=1;w=33;epilogue=y = max(acc + r, 0.0f)"}) {
+    auto problem = fam.parse_problem(sig);
+    const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);
+    std::set<std::pair<std::string, std::int64_t>> seen;
+    const std::vector<Config> sample = test::conv2d_knob_sample(p, rt.device(), 4, seen);
+    REQUIRE(sample.size() >= 4);
+    CHECK(launch_and_check(rt, p, sample, stream.get()) == sample.size());
+  }
+  // Through the public call from a stored record: its key carries winograd4.cuh's hash, and the lookup serves it.
+  templates::conv2d::ConvProblem::Shape s;
+  s.layout = ImageLayout::kNCHW;
+  s.n = 2, s.c = 48, s.h = 23, s.w = 30, s.k = 40, s.r = s.s = 3, s.pad_h = s.pad_w = 1, s.bias = true;
+  const templates::conv2d::ConvProblem p(DType::kFloat32, s);
+  std::size_t pruned = 0;
+  Config chosen;
+  for (const Config& c : tuner::legal_candidates(fam, p, rt.device(), pruned))
+    if (c.at("algo") == 4) chosen = c;
+  REQUIRE(!chosen.empty());
+  cache::Record rec;
+  rec.key = internal::impl(rt).record_key(fam, p, chosen);
+  CHECK(rec.key.template_hash == template_hash("conv2d/winograd4.cuh"));
+  rec.group = p.group();
+  rec.features = p.features();
+  rec.config = chosen.text();
+  rec.time_us = 10;
+  rec.reps = 1;
+  rec.created_at = cache::utc_now();
+  internal::impl(rt).user_store->put(rec);
+  rt.reload();
+  const Explanation x = rt.explain("conv2d", p.signature());
+  CHECK(x.level == MatchLevel::kExact);
+  CHECK(x.config == chosen.text());
+  check_conv(rt, DType::kFloat32, s, 1, 4444);
 }
 
 TEST_CASE("split-K: repeated calls match the reference and reuse one kept workspace, counters reset by the kernel") {

@@ -61,9 +61,9 @@ TEST_CASE("space enumerates the full product, distinct, and knows membership") {
 TEST_CASE("conditional parameters vary only under their condition") {
   // algo 0 tunes a and b, algo 1 tunes t; the other algorithm's knobs hold their first value.
   Space s({{"algo", {0, 1}, ""},
-           {"a", {1, 2, 3}, "", "algo", 0},
-           {"b", {5, 6}, "", "algo", 0},
-           {"t", {32, 64, 128, 256}, "", "algo", 1}});
+           {"a", {1, 2, 3}, "", "algo", {0}},
+           {"b", {5, 6}, "", "algo", {0}},
+           {"t", {32, 64, 128, 256}, "", "algo", {1}}});
   CHECK(s.size() == 6 + 4);
   const auto all = s.enumerate();
   REQUIRE(all.size() == 10);
@@ -106,9 +106,29 @@ TEST_CASE("conditional parameters vary only under their condition") {
         std::string::npos);
   CHECK(s.canonical(outside) == Config{{"algo", 1}, {"a", 1}, {"b", 5}, {"t", 64}});
   CHECK(s.contains(s.canonical(outside)));
-  CHECK_THROWS_WITH_AS(Space({{"a", {1}, "", "later", 1}, {"later", {1}, ""}}),
+  CHECK_THROWS_WITH_AS(Space({{"a", {1}, "", "later", {1}}, {"later", {1}, ""}}),
                        doctest::Contains("not an earlier parameter"), InvalidArgument);
   CHECK_THROWS_WITH_AS(Space({{"a", {}, ""}}), doctest::Contains("no values"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(Space({{"algo", {0, 1}, ""}, {"a", {1, 2}, "", "algo", {}}}),
+                       doctest::Contains("names no value of it"), InvalidArgument);
+}
+
+TEST_CASE("a conditional parameter shared by two values of its condition") {
+  // algo 0 tunes a; algo 1 and 2 (two kernels of one shape) share w; algo 3 tunes neither.
+  Space s({{"algo", {0, 1, 2, 3}, ""}, {"a", {1, 2}, "", "algo", {0}}, {"w", {8, 16, 32}, "", "algo", {1, 2}}});
+  CHECK(s.size() == 2 + 3 + 3 + 1);
+  std::vector<Config> expected{{{"algo", 0}, {"a", 1}, {"w", 8}}, {{"algo", 0}, {"a", 2}, {"w", 8}}};
+  for (std::int64_t algo : {1, 2})
+    for (std::int64_t w : {8, 16, 32}) expected.push_back({{"algo", algo}, {"a", 1}, {"w", w}});
+  expected.push_back({{"algo", 3}, {"a", 1}, {"w", 8}});
+  CHECK(s.enumerate() == expected);
+  CHECK(s.params()[2].varies_under(2));
+  CHECK_FALSE(s.params()[2].varies_under(3));
+  const Config outside{{"algo", 3}, {"a", 1}, {"w", 16}};
+  CHECK(s.why_not_contained(outside).find("w=16 applies only where algo=1 or algo=2 (here algo=3); set it to 8") !=
+        std::string::npos);
+  CHECK(s.canonical(outside) == Config{{"algo", 3}, {"a", 1}, {"w", 8}});
+  CHECK(s.canonical(Config{{"algo", 2}, {"a", 1}, {"w", 16}}) == Config{{"algo", 2}, {"a", 1}, {"w", 16}});
 }
 
 TEST_CASE("signatures split and join; values may contain '='") {

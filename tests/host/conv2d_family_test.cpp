@@ -413,7 +413,7 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
   }
   CHECK(tensor >= 20);
   for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned))
-    CHECK((x.at("algo") == 0 || x.at("algo") == 3));
+    CHECK((x.at("algo") == 0 || x.at("algo") == 3 || x.at("algo") == 4));
 }
 
 TEST_CASE("wgmma (mma 1): sm_90 only, its tile rules, and the channels-last default there") {
@@ -810,12 +810,13 @@ TEST_CASE("channels last: the layout is part of the problem, runs only on the im
   CHECK(templates::conv2d::kernel_limits(as_conv(*f16), fallback, dev).empty());
   b.alignment = std::span<const std::uint8_t>(skewed_x, 4);
   CHECK(fam().variant(*f16, fallback, b) == 0);  // already register-staged
-  // float32 channels last: Winograd (algo 3) for 3x3 of stride 1; other filters have no kernel, and the check
-  // names what does run channels last.
+  // float32 channels last: Winograd (algo 3, or F(4x4), algo 4) for 3x3 of stride 1; other filters have no kernel,
+  // and the check names what does run channels last.
   auto f32 = nhwc("float32", "40");
   CHECK(fam().heuristic(*f32, dev).at("algo") == 3);
   std::size_t pruned = 0;
-  for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned)) CHECK(x.at("algo") == 3);
+  for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned))
+    CHECK((x.at("algo") == 3 || x.at("algo") == 4));
   auto f32_5x5 = problem({{"dtype", "float32"}, {"n", "2"}, {"c", "40"}, {"h", "20"}, {"w", "18"}, {"k", "24"},
                           {"r", "5"}, {"padding", "1"}, {"layout", "nhwc"}});
   const std::string why_5x5 = fam().check(*f32_5x5, fam().heuristic(*f32_5x5, dev), dev);
@@ -907,19 +908,19 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
           // float32 runs only the direct kernel: algo 1's knobs stay at their first values.
           const bool tensor_cores_only = std::string_view(dtype) == "float32" &&
                                          ((param.name == "algo" && value == 1) ||
-                                          (param.when == "algo" && param.is == 1 && value != param.values.front()));
+                                          (param.when == "algo" && param.varies_under(1) && value != param.values.front()));
           // The direct kernel reads NCHW only; repack 1 copies NCHW to channels last.
           const bool nhwc = std::string_view(layout) == "nhwc";
           const bool nchw_only = nhwc && param.name == "repack" && value == 1;
           const bool direct_only = nhwc && ((param.name == "algo" && value == 0) ||
-                                            (param.when == "algo" && param.is == 0 && value != param.values.front()));
+                                            (param.when == "algo" && param.varies_under(0) && value != param.values.front()));
           // C * R * S = 864 is beyond the tensor-core direct kernel's filter registers (its own test below).
           const bool short_reduction_only =
-              (param.name == "algo" && value == 2) || (param.when == "algo" && param.is == 2 && value != param.values.front());
-          // Winograd (algo 3) takes float32 only.
+              (param.name == "algo" && value == 2) || (param.when == "algo" && param.varies_under(2) && value != param.values.front());
+          // Winograd (algo 3 and 4) takes float32 only.
           const bool float32_only = std::string_view(dtype) != "float32" &&
-                                    ((param.name == "algo" && value == 3) ||
-                                     (param.when == "algo" && param.is == 3 && value != param.values.front()));
+                                    ((param.name == "algo" && (value == 3 || value == 4)) ||
+                                     (param.when == "algo" && param.varies_under(3) && value != param.values.front()));
           // wgmma (mma 1) is sm_90's only.
           const bool sm90_only = cc != 90 && param.name == "mma" && value == 1;
           // persist 1 runs only an NCHW 1x1 read as pixel runs (its own test above); this layer is 3x3.
@@ -963,7 +964,7 @@ TEST_CASE("NVRTC compiles the tensor-core direct kernel (algo 2) over every knob
       std::set<std::pair<std::string, std::int64_t>> seen;
       const std::vector<Config> sample = test::conv2d_knob_sample(as_conv(*p), dev, 2, seen);
       for (const Param& param : fam().space().params())
-        if (param.when == "algo" && param.is == 2)
+        if (param.when == "algo" && param.varies_under(2))
           for (std::int64_t value : param.values) {
             INFO(signature, " ", param.name, "=", value);
             // K = 16 (C * R * S = 144) allows n_block 8 or 16 on the second problem; K = 8 only 8 and Q = 44
@@ -1250,31 +1251,119 @@ TEST_CASE("Winograd (algo 3): float32 3x3 of stride 1 only, its limits, and wher
   CHECK(direct >= 20);
 }
 
-TEST_CASE("NVRTC compiles the Winograd kernel (algo 3) over every knob value, both layouts, with an epilogue") {
+TEST_CASE("NVRTC compiles the Winograd kernels (algo 3 and 4) over every knob value, both layouts, with an epilogue") {
   Compiler compiler;
-  // NCHW with C and K off every stage and block (37, 29), channels last with a residual epilogue, a one-tile image.
+  // NCHW with C, K and the output off every stage, block and tile (37, 29, 41 x 70), channels last with a residual
+  // epilogue and uneven padding.
   const char* signatures[] = {
       "bias=1;c=37;dilation_h=1;dilation_w=1;dtype=float32;h=41;k=29;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;s=3;"
       "stride_h=1;stride_w=1;w=70",
       "bias=1;c=64;dilation_h=1;dilation_w=1;dtype=float32;h=30;k=96;layout=nhwc;n=3;pad_h=2;pad_w=0;r=3;s=3;"
       "stride_h=1;stride_w=1;w=33;epilogue=y = max(acc + r, 0.0f)"};
-  for (int cc : {80, 90})
-    for (const char* signature : signatures) {
-      auto p = fam().parse_problem(signature);
-      const DeviceInfo dev = nominal_device(cc);
-      std::set<std::pair<std::string, std::int64_t>> seen;
-      const std::vector<Config> sample = test::conv2d_knob_sample(as_conv(*p), dev, 3, seen);
-      for (const Param& param : fam().space().params())
-        if (param.when == "algo" && param.is == 3)
-          for (std::int64_t value : param.values) {
-            INFO(std::string(signature), " ", param.name, "=", value);
-            // K = 29: 64 channels a block would leave more than half of it idle.
-            const bool refused = signature == signatures[0] && param.name == "wino_k" && value == 64;
-            CHECK(seen.count({param.name, value}) == (refused ? 0u : 1u));
-          }
-      REQUIRE(sample.size() >= 6u);
-      CHECK(compile_sample(compiler, *p, sample, dev, true) == sample.size());
-    }
+  // The knob values an algorithm cannot run on these problems. Algo 3: K = 29 leaves a block of 64 channels more
+  // than half idle, and 8 tiles a block are F(4x4)'s. Algo 4: blocks of 32 or 64 tiles, or 64 channels, need 288
+  // threads with 8 x 8 accumulators (or more than 512 threads): over the 168 registers a thread that 9 warps leave.
+  auto refused = [&](std::int64_t algo, const char* signature, const std::string& name, std::int64_t value) {
+    if (algo == 3)
+      return (signature == signatures[0] && name == "wino_k" && value == 64) || (name == "wino_tiles" && value == 8);
+    return (name == "wino_k" && value == 64) || (name == "wino_tiles" && (value == 32 || value == 64));
+  };
+  for (std::int64_t algo : {3, 4})
+    for (int cc : {80, 90})
+      for (const char* signature : signatures) {
+        auto p = fam().parse_problem(signature);
+        const DeviceInfo dev = nominal_device(cc);
+        std::set<std::pair<std::string, std::int64_t>> seen;
+        const std::vector<Config> sample = test::conv2d_knob_sample(as_conv(*p), dev, algo, seen);
+        for (const Param& param : fam().space().params())
+          if (param.when == "algo" && param.varies_under(algo))
+            for (std::int64_t value : param.values) {
+              INFO("algo ", algo, " ", std::string(signature), " ", param.name, "=", value);
+              CHECK(seen.count({param.name, value}) == (refused(algo, signature, param.name, value) ? 0u : 1u));
+            }
+        REQUIRE(sample.size() >= (algo == 3 ? 6u : 4u));
+        for (const Config& c : sample)
+          CHECK(fam().template_of(c) == (algo == 4 ? "conv2d/winograd4.cuh" : "conv2d/conv2d.cuh"));
+        CHECK(compile_sample(compiler, *p, sample, dev, true) == sample.size());
+      }
+}
+
+
+TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own template, its limits, NVRTC without spills") {
+  const DeviceInfo dev = nominal_device(90);
+  auto c128 = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "128"}, {"h", "28"}, {"w", "28"}, {"k", "128"},
+                       {"r", "3"}, {"padding", "1"}});
+  const Config f4 = [&] {
+    Config c = fam().heuristic(*c128, dev);
+    REQUIRE(c.at("algo") == 3);
+    c.set("algo", 4);
+    c.set("wino_k", 16), c.set("wino_rk", 8), c.set("wino_tiles", 16), c.set("wino_rt", 8), c.set("wino_c", 8);
+    c.set("wino_min_blocks", 1);
+    return c;
+  }();
+  CHECK(fam().check(*c128, f4, dev).empty());
+  const auto g = templates::conv2d::detail::wino_geometry(as_conv(*c128), f4);
+  CHECK(g.m == 4);
+  CHECK(g.points == 36);
+  CHECK(g.threads == 36 * 2 * 2);
+  CHECK(g.tiles == 32 * 7 * 7);  // 28 / 4 tiles a side
+  CHECK(g.grid_x == 32 * 49 / 16);
+  CHECK(g.grid_y == 8);
+  CHECK(g.in_per_thread == 1);
+  CHECK(g.prefetch == 36 + 9);
+  CHECK(g.shared_bytes == 4 * 36 * 8 * (16 + 16));  // the stage: V rows of 16 tiles, U rows of 16 channels
+  CHECK(g.group == 4);  // 36 x 2 x 4 rows of 20 floats fit the stage buffers; 8 rows would not
+  // Its own template: the program includes winograd4.cuh, so its records carry that template's hash and adding it
+  // left algo 0-3's records current.
+  CHECK(fam().template_of(f4) == "conv2d/winograd4.cuh");
+  CHECK(fam().template_of(fam().heuristic(*c128, dev)) == "conv2d/conv2d.cuh");
+  const KernelSource src = fam().source(*c128, f4);
+  CHECK(src.program.find("#include \"conv2d/winograd4.cuh\"") == 0);
+  CHECK(src.name_expression.find("jitune::conv::conv2d_winograd<4, 0, 128, 128, 16, 16, 8, 8, 8, 1, 0>") == 0);
+  CHECK(config_template_hash(fam(), f4) != config_template_hash(fam(), fam().heuristic(*c128, dev)));
+  CHECK(template_hashes(fam()).size() == 2);
+  // The same limits as algo 3, named as algo 4's.
+  auto c16 = problem({{"dtype", "float16"}, {"c", "64"}, {"h", "30"}, {"w", "30"}, {"k", "64"}, {"r", "3"}});
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c16), f4, dev).find("algo 4 (Winograd F(4x4, 3x3)) takes float32") ==
+        0);
+  auto s2 = problem({{"dtype", "float32"}, {"c", "64"}, {"h", "30"}, {"w", "30"}, {"k", "64"}, {"r", "3"},
+                     {"stride", "2"}});
+  CHECK(templates::conv2d::kernel_limits(as_conv(*s2), f4, dev).find("stride 1 and dilation 1") != std::string::npos);
+  Config wide = f4;
+  wide.set("wino_c", 16);  // 16 x 16 patches for 144 threads: two patches of 36 a thread
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c128), wide, dev).find("prefetched loads") != std::string::npos);
+  wide = f4;
+  wide.set("wino_rk", 4), wide.set("wino_rt", 4);  // 36 x 4 x 4 = 576 threads
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c128), wide, dev).find("block of 576 threads") != std::string::npos);
+  // 288 threads are 9 warps, 3 on one of the SM's four register partitions: 168 registers a thread, too few for
+  // 8 x 8 accumulators beside a prefetched patch; 8 x 4 fit.
+  wide = f4;
+  wide.set("wino_k", 32);  // 36 x 4 x 2 = 288
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c128), wide, dev).find("allow 168") != std::string::npos);
+  wide.set("wino_rt", 4), wide.set("wino_tiles", 8);  // 36 x 4 x 2, 8 x 4 accumulators
+  CHECK(fam().check(*c128, wide, dev).empty());
+  // F(2x2) keeps its own tiles: 8 is F(4x4)'s.
+  Config f2 = fam().heuristic(*c128, dev);
+  f2.set("wino_tiles", 8);
+  CHECK(fam().check(*c128, f2, dev).find("wino_tiles 8 is F(4x4)'s") != std::string::npos);
+  // The tuner's space of the layer holds F(4x4) candidates beside F(2x2)'s.
+  std::size_t pruned = 0, four = 0, two = 0;
+  for (const Config& c : tuner::legal_candidates(fam(), *c128, dev, pruned)) {
+    four += c.at("algo") == 4;
+    two += c.at("algo") == 3;
+  }
+  MESSAGE("float32 C = K = 128 28x28: ", four, " F(4x4) and ", two, " F(2x2) candidates");
+  CHECK(four >= 6);
+  CHECK(four <= 60);
+  // A space-level record of algo 3 (its knobs shared with algo 4) still reads: the conditional knobs vary under
+  // either value, and hold their first values under the others.
+  CHECK(fam().space().contains(f4));
+  Config direct = fam().heuristic(*problem({{"dtype", "float32"}, {"c", "16"}, {"h", "64"}, {"w", "64"}, {"k", "16"},
+                                            {"r", "3"}}),
+                                  dev);
+  REQUIRE(direct.at("algo") == 0);
+  direct.set("wino_k", 32);
+  CHECK(fam().space().why_not_contained(direct).find("applies only where algo=3 or algo=4") != std::string::npos);
 }
 
 
@@ -1323,7 +1412,7 @@ TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as
     std::size_t pruned = 0;
     std::set<std::int64_t> algos;
     for (const Config& c : tuner::legal_candidates(fam(), *tf32, dev, pruned)) algos.insert(c.at("algo"));
-    CHECK(algos == std::set<std::int64_t>{0, 1, 3});
+    CHECK(algos == std::set<std::int64_t>{0, 1, 3, 4});
     // What TF32 does not take: the NCHW pixel-run operand (wgmma reads TF32 K-major only). Repacking to channels
     // last copies 4-channel taps (C a multiple of 4), its workspace sized in floats.
     Config x = h;
@@ -1393,7 +1482,7 @@ TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as
       std::set<std::pair<std::string, std::int64_t>> seen;
       const std::vector<Config> sample = test::conv2d_knob_sample(as_conv(*p), dev, 1, seen);
       for (const Param& param : fam().space().params())
-        if (param.when == "algo" && param.is == 1)
+        if (param.when == "algo" && param.varies_under(1))
           for (std::int64_t value : param.values) {
             INFO("sm_", cc, " ", layout, " ", param.name, "=", value);
             // Not in TF32: persistent pixel runs (16-bit NCHW 1x1 only), wgmma before sm_90; repacking is NCHW's.

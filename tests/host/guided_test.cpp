@@ -64,7 +64,7 @@ double positions_apart(const Space& space, const Config& a, const Config& b) {
 
 TEST_CASE("neighbours in a space with conditional parameters stay inside it") {
   // conv2d's shape: algo 0 tunes `a`, algo 1 tunes `t`; moving algo resets the other variant's knob.
-  const Space space({{"algo", {0, 1}, ""}, {"a", {1, 2, 3}, "", "algo", 0}, {"t", {8, 16}, "", "algo", 1}});
+  const Space space({{"algo", {0, 1}, ""}, {"a", {1, 2, 3}, "", "algo", {0}}, {"t", {8, 16}, "", "algo", {1}}});
   const Config direct{{"algo", 0}, {"a", 3}, {"t", 8}};
   CHECK(texts(neighbours_at(space, direct, 1)) == std::vector<std::string>{"a=1,algo=1,t=8", "a=2,algo=0,t=8"});
   for (const Config& c : neighbours_at(space, direct, 1)) CHECK(space.contains(c));

@@ -22,7 +22,7 @@ inline std::vector<Config> conv2d_knob_sample(const templates::conv2d::ConvProbl
     if ((algo < 0 || c.at("algo") == algo) && templates::conv2d::kernel_limits(p, c, device).empty()) all.push_back(c);
   });
   for (const Param& param : fam.space().params())
-    if (algo < 0 || (param.when == "algo" && param.is == algo))
+    if (algo < 0 || (param.when == "algo" && param.varies_under(algo)))
       for (std::int64_t value : param.values)
         if (!seen.count({param.name, value}))
           for (std::size_t i = (value * 7919u) % all.size(), n = 0; n < all.size(); ++n, i = (i + 7919) % all.size())

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Winograd F(4x4, 3x3) (conv2d algo 4) beside the shipped records and cuDNN: the default suite's float32 3x3
+# stride-1 cases (TF32 ones left out) tuned exhaustively into an empty user cache (the shipped file present, its
+# records untouched), then the C++ bench of the conv2d cases beside PyTorch / cuDNN (TF32 off).
+#   usage (GPU machine, build at ./build): OUT=dir bench/experiments/winograd_f4.sh [name-filter]
+#   Writes $OUT/algos.txt (per case: the winner, the fastest of each algorithm), $OUT/tuned.jsonl (the new records),
+#   $OUT/jitune.json, $OUT/torch.json, $OUT/table.md.
+set -euo pipefail
+out=${OUT:?set OUT to a folder}
+filter=${1:-}
+export JITUNE_CACHE_DIR=${JITUNE_CACHE_DIR:-$(mktemp -d)}
+mkdir -p "$out" "$JITUNE_CACHE_DIR"
+build/jitune_bench --list --family conv2d |
+  awk -F'\t' '$2 ~ /^conv_float32_/ && $2 ~ /R3/ && $2 !~ /tf32/ && $3 !~ /stride_h=2/ {print $2 "\t" $3}' |
+  while IFS=$'\t' read -r name sig; do
+    [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+    echo "== $name"
+    build/jitune --json tune conv2d --signature "$sig" --strategy exhaustive < /dev/null > "$JITUNE_CACHE_DIR/tune.json" ||
+      { echo "  tune failed"; continue; }
+    python3 - "$name" "$JITUNE_CACHE_DIR/tune.json" <<'PY' | tee -a "$out/algos.txt"
+import json, sys
+r = json.load(open(sys.argv[2]))["results"][0]
+best = {}
+for c in r["candidates"]:
+    if c["status"] != "ok":
+        continue
+    algo = dict(kv.split("=") for kv in c["config"].split(","))["algo"]
+    if algo not in best or c["time_us"] < best[algo][0]:
+        best[algo] = (c["time_us"], c["config"])
+fmt = "  ".join(f"algo {a}: {t:.2f}" for a, (t, _) in sorted(best.items()))
+print(f"{sys.argv[1]}: winner {r['best_us']:.2f} us ({r['best']}); fastest per algo (first timing) {fmt}")
+PY
+  done
+build/jitune cache export "$out/tuned.jsonl"
+build/jitune_bench --family conv2d --json "$out/jitune.json"
+python3 bench/peer_torch.py --family conv2d --case float32 --json "$out/torch.json"
+python3 bench/compare.py "$out/jitune.json" "$out/torch.json" --markdown "$out/table.md"
