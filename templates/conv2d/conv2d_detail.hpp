@@ -121,6 +121,7 @@ struct WinoGeometry {
   std::int64_t group = 0;                    ///< Accumulator rows a thread stages per output pass.
   std::int64_t shared_bytes = 0, in_per_thread = 0, w_per_thread = 0, prefetch = 0, register_estimate = 0;
   std::int64_t tiles = 0, grid_x = 0, grid_y = 0;  ///< tiles: m x m output tiles of the batch.
+  bool prefetch_stage = true;  ///< The next stage's loads held in registers during the products (F(4x4): if they fit).
 };
 WinoGeometry wino_geometry(const ConvProblem& p, const Config& config);
 /// What the Winograd kernels (algo 3 or 4) cannot run (dtype, filter, stride, dilation, block shape, prefetch,

@@ -21,10 +21,14 @@ std::int64_t group_of(std::int64_t points, std::int64_t rk, std::int64_t tk, std
 // Registers a thread may hold with `blocks` blocks of `threads` an SM: the register file is four partitions, each
 // holding the warps its scheduler runs (9 warps put 3 on one: 168 registers, where 8 warps may take 255), in units
 // of 8 registers a thread.
-std::int64_t register_cap(std::int64_t threads, std::int64_t blocks, const DeviceInfo& device) {
+std::int64_t register_cap(std::int64_t threads, std::int64_t blocks, std::int64_t registers_per_sm) {
   const std::int64_t warps = ceil_div(ceil_div(threads, 32) * blocks, 4);
-  return std::min<std::int64_t>(kMaxRegisters, device.registers_per_sm / 4 / (warps * 32) / 8 * 8);
+  return std::min<std::int64_t>(kMaxRegisters, registers_per_sm / 4 / (warps * 32) / 8 * 8);
 }
+
+// The register file of every architecture the kernels build for (sm_80 to sm_90): where a config holds its next
+// stage in registers is part of its program, so it is decided without a device.
+constexpr std::int64_t kRegistersPerSm = 65536;
 
 std::string name_of(const WinoGeometry& g) {
   return "algo " + std::string(g.m == 4 ? "4 (Winograd F(4x4, 3x3))" : "3 (Winograd F(2x2, 3x3))");
@@ -51,8 +55,12 @@ WinoGeometry wino_geometry(const ConvProblem& p, const Config& c) {
   g.w_per_thread = ceil_div(bc * bk, g.threads);
   g.prefetch = g.points * g.in_per_thread + 9 * g.w_per_thread;
   // Accumulators, the prefetched loads, one stage row of U and V, and the patches' bases and masks and indexing;
-  // F(4x4)'s 64-bit masks and the second 36 values of its transforms at the stage store.
-  g.register_estimate = rk * rt + g.prefetch + rk + rt + 3 * g.in_per_thread + 32 + (g.m == 4 ? 36 : 0);
+  // F(4x4)'s 64-bit masks and its transforms' rows (fitted to NVRTC's sm_80 / sm_90 builds).
+  g.register_estimate = rk * rt + g.prefetch + rk + rt + 3 * g.in_per_thread + 32 + (g.m == 4 ? 20 : 0);
+  // F(4x4) loads a stage where it stores it (no overlap with the products) where the prefetch does not fit the
+  // registers its blocks may hold: the products then hold no loads, the stage store the patch and its transform.
+  g.prefetch_stage = g.m == 2 || g.register_estimate <= register_cap(g.threads, c.at("wino_min_blocks"), kRegistersPerSm);
+  if (!g.prefetch_stage) g.register_estimate -= rk + rt + 8;
   g.tiles = s.n * ceil_div(p.p(), g.m) * ceil_div(p.q(), g.m);
   g.grid_x = ceil_div(g.tiles, bt);
   g.grid_y = ceil_div(s.k, bk);
@@ -71,6 +79,11 @@ std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceI
            std::to_string(s.r) + "x" + std::to_string(s.s) + ", stride " + std::to_string(s.stride_h) + "x" +
            std::to_string(s.stride_w) + ", dilation " + std::to_string(s.dilation_h) + "x" +
            std::to_string(s.dilation_w) + " (the direct kernel, algo 0, runs it)";
+  // F(4x4)'s float32 error grows with the square root of C, the family's tolerance with C: it holds from C = 64 on
+  // (about half the tolerance at C = 64-512 on the workload's values; 1.05x at C = 3: docs/conv2d.md).
+  if (g.m == 4 && s.c < 64)
+    return name_of(g) + " rounds within the float32 tolerance only where C >= 64 (here C = " + std::to_string(s.c) +
+           "); algo 3 (F(2x2)) runs it";
   const std::int64_t bk = c.at("wino_k"), bt = c.at("wino_tiles"), rk = c.at("wino_rk"), rt = c.at("wino_rt");
   if (g.m == 2 && bt < 16) return "wino_tiles 8 is F(4x4)'s (algo 4): algo 3 takes 16 or more" + cfg();
   if (bk % rk != 0 || bt % rt != 0)
@@ -83,7 +96,7 @@ std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceI
   if (g.prefetch > kMaxPrefetch)
     return "a stage of wino_c " + std::to_string(c.at("wino_c")) + " channels holds " + std::to_string(g.prefetch) +
            " prefetched loads per thread (at most " + std::to_string(kMaxPrefetch) + ")" + cfg();
-  const std::int64_t cap = register_cap(g.threads, c.at("wino_min_blocks"), device);
+  const std::int64_t cap = register_cap(g.threads, c.at("wino_min_blocks"), device.registers_per_sm);
   if (g.register_estimate > cap)
     return "needs about " + std::to_string(g.register_estimate) + " registers per thread; " +
            std::to_string(c.at("wino_min_blocks")) + " blocks of " + std::to_string(g.threads) +
@@ -127,6 +140,23 @@ bool wino_preferred(const ConvProblem& p, const DeviceInfo&) {
 }
 
 Config wino_heuristic(const ConvProblem& p, const DeviceInfo& device) {
+  // F(4x4) where its rounding fits the tolerance (C >= 64) and its blocks of 16 channels x 32 tiles of 4x4 give at
+  // least half the SMs one: the H200's tuned pick on every batch-32 ResNet layer (8 x 8 accumulators, 288 threads,
+  // each stage loaded where it is stored; 1.17-1.58x F(2x2), bench/RESULTS.md 2026-11-28). Single small images keep
+  // F(2x2), which won there.
+  if (p.shape().c >= 64) {
+    const Config f4 = complete_config({{"algo", 4},
+                                       {"wino_k", 16},
+                                       {"wino_tiles", 32},
+                                       {"wino_c", 8},
+                                       {"wino_rk", 8},
+                                       {"wino_rt", 8},
+                                       {"wino_min_blocks", 1}});
+    if (wino_hard_check(p, f4, device).empty()) {
+      const WinoGeometry g = wino_geometry(p, f4);
+      if (g.grid_x * g.grid_y >= device.sm_count / 2) return f4;
+    }
+  }
   // The H100's tuned picks (bench/RESULTS.md, 2026-11-27): 16 channels x 32 tiles of 8 x 4 accumulators (256
   // threads, two blocks an SM) on every float32 ResNet layer but one, 16 x 16 of 4 x 4 where the larger tile gave
   // fewer blocks than half the SMs. Stages of 8 channels (4 for C <= 3), 16 where the blocks are few.
@@ -163,9 +193,10 @@ KernelSource wino_source(const ConvProblem& p, const Config& config) {
   std::string name = f4 ? "jitune::conv::conv2d_winograd<4, " : "jitune::conv::conv2d_wino<";
   name += std::to_string(s.layout == ImageLayout::kNHWC ? 1 : 0);
   for (std::int64_t v : {s.c, s.k, config.at("wino_k"), config.at("wino_tiles"), config.at("wino_c"),
-                         config.at("wino_rk"), config.at("wino_rt"), config.at("wino_min_blocks"),
-                         std::int64_t{s.bias ? 1 : 0}})
+                         config.at("wino_rk"), config.at("wino_rt"), config.at("wino_min_blocks")})
     name += ", " + std::to_string(v);
+  if (f4) name += wino_geometry(p, config).prefetch_stage ? ", 1" : ", 0";
+  name += s.bias ? ", 1" : ", 0";
   name += ">";
   return f4 ? program(p, std::move(name), kWinograd4Template) : program(p, std::move(name));
 }

@@ -2,14 +2,15 @@
 // last, any padding, any N, C, K, H, W; bias and the fused epilogue as the other algorithms.
 //
 // The kernel is algo 3's (winograd.cuh) written for an output tile of kM x kM, here 4 x 4: each tile is
-// Aᵀ [Σ_c (G g_kc Gᵀ) ⊙ (Bᵀ d_c B)] A over its 6x6 input patch d_c (Lavin and Gray, points 0, ±1, ±2, ∞), 36
-// multiplies per tile and channel pair instead of 144 (F(2x2): 16 instead of 36), so the 36 GEMMs
-// M_ξ[k][t] = Σ_c U_ξ[k][c] V_ξ[c][t] carry 1.78x fewer products than F(2x2)'s 16 for the same outputs, and each
-// staged channel feeds four times the outputs. The price is precision: the transforms scale by up to 8 and 1/24,
-// so the error grows about fourfold over the direct sum (docs/conv2d.md has the figures); the family's float32
-// tolerance holds it. Block, stages and output pass as in winograd.cuh: a block owns kBK output channels x kBT
-// tiles, stages kBC channels through registers into shared memory as [ξ][c][k] and [ξ][c][t], thread (ξ, tk, tt)
-// accumulates a kRK x kRT tile of M_ξ, and the accumulators leave through shared memory kGroup rows at a time.
+// Aᵀ [Σ_c (G g_kc Gᵀ) ⊙ (Bᵀ d_c B)] A over its 6x6 input patch d_c (Lavin and Gray's construction on the points
+// 0, ±1/2, ±2, ∞), 36 multiplies per tile and channel pair instead of 144 (F(2x2): 16 instead of 36), so the 36
+// GEMMs M_ξ[k][t] = Σ_c U_ξ[k][c] V_ξ[c][t] carry 1.78x fewer products than F(2x2)'s 16 for the same outputs, and
+// each staged channel feeds four times the outputs. The price is precision: the transforms scale by up to 8, so the
+// error is several times the direct sum's (docs/conv2d.md has the figures); the host takes it only where the
+// family's float32 tolerance holds it (C >= 64). Block, stages and output pass as in winograd.cuh: a block owns kBK
+// output channels x kBT tiles, stages kBC channels into shared memory as [ξ][c][k] and [ξ][c][t], thread
+// (ξ, tk, tt) accumulates a kRK x kRT tile of M_ξ, and the accumulators leave through shared memory kGroup rows at a
+// time.
 //
 // It lives in a template of its own (Family::template_of): adding it left every record of algos 0-3 current.
 #pragma once
@@ -25,29 +26,33 @@ struct Winograd;
 
 template <>
 struct Winograd<4> {
+  // Interpolation points 0, ±1/2, ±2 and ∞ (not Lavin's 0, ±1, ±2): the transforms' largest factors are smaller, and
+  // the float32 error 2.5x lower (docs/conv2d.md).
   static constexpr int kA = 6;
   /// r = Bᵀ d (6 from 6).
   template <int kIn, int kOut>
   __device__ __forceinline__ static void input(const float* d, float* r) {
     const float d0 = d[0], d1 = d[kIn], d2 = d[2 * kIn], d3 = d[3 * kIn], d4 = d[4 * kIn], d5 = d[5 * kIn];
-    r[0] = fmaf(4.f, d0, fmaf(-5.f, d2, d4));
-    r[kOut] = fmaf(-4.f, d1 + d2, d3 + d4);
-    r[2 * kOut] = fmaf(4.f, d1 - d2, d4 - d3);
-    r[3 * kOut] = fmaf(2.f, d3 - d1, d4 - d2);
-    r[4 * kOut] = fmaf(2.f, d1 - d3, d4 - d2);
-    r[5 * kOut] = fmaf(4.f, d1, fmaf(-5.f, d3, d5));
+    const float a = fmaf(-4.f, d2, d4), b = fmaf(0.5f, d3, -2.f * d1);
+    const float c = fmaf(-0.25f, d2, d4), e = fmaf(2.f, d3, -0.5f * d1);
+    r[0] = fmaf(-4.25f, d2, d0 + d4);
+    r[kOut] = a + b;
+    r[2 * kOut] = a - b;
+    r[3 * kOut] = c + e;
+    r[4 * kOut] = c - e;
+    r[5 * kOut] = fmaf(-4.25f, d3, d1 + d5);
   }
   /// u = G g (6 from 3).
   template <int kIn, int kOut>
   __device__ __forceinline__ static void filter(const float* g, float* u) {
     const float g0 = g[0], g1 = g[kIn], g2 = g[2 * kIn];
-    const float even = g0 + g2;
-    u[0] = 0.25f * g0;
-    u[kOut] = (-1.f / 6.f) * (even + g1);
-    u[2 * kOut] = (-1.f / 6.f) * (even - g1);
-    const float e = fmaf(1.f / 24.f, g0, (1.f / 6.f) * g2);
-    u[3 * kOut] = fmaf(1.f / 12.f, g1, e);
-    u[4 * kOut] = fmaf(-1.f / 12.f, g1, e);
+    const float even = fmaf(8.f, g0, 2.f * g2), odd = 4.f * g1;
+    const float low = fmaf(4.f, g2, g0), mid = 2.f * g1;
+    u[0] = g0;
+    u[kOut] = (-1.f / 15.f) * (even + odd);
+    u[2 * kOut] = (-1.f / 15.f) * (even - odd);
+    u[3 * kOut] = (1.f / 30.f) * (low + mid);
+    u[4 * kOut] = (1.f / 30.f) * (low - mid);
     u[5 * kOut] = g2;
   }
   /// y = Aᵀ m (4 from 6).
@@ -56,9 +61,9 @@ struct Winograd<4> {
     const float s12 = m[kIn] + m[2 * kIn], d12 = m[kIn] - m[2 * kIn];
     const float s34 = m[3 * kIn] + m[4 * kIn], d34 = m[3 * kIn] - m[4 * kIn];
     y[0] = m[0] + s12 + s34;
-    y[kOut] = fmaf(2.f, d34, d12);
-    y[2 * kOut] = fmaf(4.f, s34, s12);
-    y[3 * kOut] = fmaf(8.f, d34, d12) + m[5 * kIn];
+    y[kOut] = fmaf(0.5f, d12, 2.f * d34);
+    y[2 * kOut] = fmaf(0.25f, s12, 4.f * s34);
+    y[3 * kOut] = fmaf(0.125f, d12, fmaf(8.f, d34, m[5 * kIn]));
   }
 };
 
@@ -87,11 +92,12 @@ struct WinogradGeometry {
 
 // Tunables (host names in brackets), as algo 3's: kBK [wino_k] output channels and kBT [wino_tiles] kM x kM output
 // tiles per block, kBC [wino_c] input channels per stage, kRK x kRT [wino_rk, wino_rt] accumulators per thread and
-// ξ, kMinBlocks [wino_min_blocks] blocks per SM the registers must allow. Problem constants: kNhwc (x {N,H,W,C}, w
-// {K,3,3,C}, y {N,P,Q,K}; else NCHW and w {K,C,3,3}), kC, kK; kBias adds bias[k]; Epi the epilogue. Args::tiles_x
-// is the number of tiles along Q, ceil(Q / kM).
-template <int kM, int kNhwc, int kC, int kK, int kBK, int kBT, int kBC, int kRK, int kRT, int kMinBlocks, int kBias,
-          class Epi = NoEpilogue>
+// ξ, kMinBlocks [wino_min_blocks] blocks per SM the registers must allow. kPrefetch (the host's rule: where the
+// registers allow it) issues the next stage's loads before this stage's products; without it each stage is loaded
+// where it is stored. Problem constants: kNhwc (x {N,H,W,C}, w {K,3,3,C}, y {N,P,Q,K}; else NCHW and w {K,C,3,3}),
+// kC, kK; kBias adds bias[k]; Epi the epilogue. Args::tiles_x is the number of tiles along Q, ceil(Q / kM).
+template <int kM, int kNhwc, int kC, int kK, int kBK, int kBT, int kBC, int kRK, int kRT, int kMinBlocks,
+          int kPrefetch, int kBias, class Epi = NoEpilogue>
 __global__ void __launch_bounds__((kM + 2) * (kM + 2) * (kBK / kRK) * (kBT / kRT), kMinBlocks)
     conv2d_winograd(Args<float> a) {
   using G = WinogradGeometry<kM, kNhwc, kBK, kBT, kBC, kRK, kRT>;
@@ -181,30 +187,36 @@ __global__ void __launch_bounds__((kM + 2) * (kM + 2) * (kBK / kRK) * (kBT / kRT
       const int item = tid + i * G::kThreads;
       if (G::kInItems % G::kThreads != 0 && item >= G::kInItems) continue;
       const int t = kNhwc ? item / kBC : item % kBT;
-      float r[kPoints];  // Bᵀ d, column by column
+      // d B row by row (each row of the patch dies once transformed), then Bᵀ along each column, stored as made:
+      // the transform holds 36 values beside the patch's rows, not 72.
+      float r[kPoints];
 #pragma unroll
-      for (int j = 0; j < kA; ++j) W::template input<kA, kA>(in_reg[i] + j, r + j);
-      float v[kPoints];  // (Bᵀ d) B, row by row
-#pragma unroll
-      for (int row = 0; row < kA; ++row) W::template input<1, 1>(r + kA * row, v + kA * row);
+      for (int row = 0; row < kA; ++row) W::template input<1, 1>(in_reg[i] + kA * row, r + kA * row);
       float* dst = s_v + in_c[i] * G::kVPitch + t;
 #pragma unroll
-      for (int e = 0; e < kPoints; ++e) dst[e * kBC * G::kVPitch] = v[e];
+      for (int col = 0; col < kA; ++col) {
+        float v[kA];
+        W::template input<kA, 1>(r + col, v);
+#pragma unroll
+        for (int e = 0; e < kA; ++e) dst[(e * kA + col) * kBC * G::kVPitch] = v[e];
+      }
     }
 #pragma unroll
     for (int i = 0; i < G::kWPerThread; ++i) {
       const int item = tid + i * G::kThreads;
       if (G::kWItems % G::kThreads != 0 && item >= G::kWItems) continue;
       const int k = item % kBK, c = item / kBK;
-      float r[kA * 3];  // G g, column by column
+      float r[3 * kA];  // g Gᵀ, row by row; then G along each column, stored as made
 #pragma unroll
-      for (int j = 0; j < 3; ++j) W::template filter<3, 3>(w_reg[i] + j, r + j);
-      float u[kPoints];  // (G g) Gᵀ, row by row
-#pragma unroll
-      for (int row = 0; row < kA; ++row) W::template filter<1, 1>(r + 3 * row, u + kA * row);
+      for (int row = 0; row < 3; ++row) W::template filter<1, 1>(w_reg[i] + 3 * row, r + kA * row);
       float* dst = s_u + c * kBK + k;
 #pragma unroll
-      for (int e = 0; e < kPoints; ++e) dst[e * kBC * kBK] = u[e];
+      for (int col = 0; col < kA; ++col) {
+        float u[kA];
+        W::template filter<kA, 1>(r + col, u);
+#pragma unroll
+        for (int e = 0; e < kA; ++e) dst[(e * kA + col) * kBC * kBK] = u[e];
+      }
     }
   };
 
@@ -214,12 +226,13 @@ __global__ void __launch_bounds__((kM + 2) * (kM + 2) * (kBK / kRK) * (kBT / kRT
 #pragma unroll
     for (int j = 0; j < kRT; ++j) acc[i][j] = 0.f;
 
-  load_stage(0);
+  if (kPrefetch) load_stage(0);
   for (int s = 0; s < kStages; ++s) {
     if (s > 0) __syncthreads();  // every thread is done with the previous stage's U and V
+    if (!kPrefetch) load_stage(s);
     store_stage();
     __syncthreads();
-    if (s + 1 < kStages) load_stage(s + 1);  // in flight while this stage is multiplied
+    if (kPrefetch && s + 1 < kStages) load_stage(s + 1);  // in flight while this stage is multiplied
     const float* u = s_u + xi * kBC * kBK + tk * kRK;
     const float* v = s_v + xi * kBC * G::kVPitch + tt * kRT;
 #pragma unroll
@@ -259,34 +272,37 @@ __global__ void __launch_bounds__((kM + 2) * (kM + 2) * (kBK / kRK) * (kBT / kRT
 #pragma unroll 1
     for (int item = tid; item < kPassItems; item += G::kThreads) {
       // Channels fastest for channels last (consecutive threads store consecutive k), tiles fastest for NCHW.
-      const int row = kNhwc ? item % G::kRowsPerPass : item / kBT;
+      const int row_k = kNhwc ? item % G::kRowsPerPass : item / kBT;
       const int t = kNhwc ? item / G::kRowsPerPass : item % kBT;
-      const int k = k0 + (row / G::kGroup) * kRK + i0 + row % G::kGroup;
+      const int k = k0 + (row_k / G::kGroup) * kRK + i0 + row_k % G::kGroup;
       const long long tile = t0 + t;
       if (k >= kK || tile >= tiles_total) continue;
-      float m[kPoints];
-#pragma unroll
-      for (int e = 0; e < kPoints; ++e) m[e] = s_m[(e * G::kRowsPerPass + row) * G::kMPitch + t];
-      float r[kM * kA];  // Aᵀ M, column by column
-#pragma unroll
-      for (int j = 0; j < kA; ++j) W::template output<kA, kA>(m + j, r + j);
-      float out[kM * kM];  // (Aᵀ M) A, row by row
-#pragma unroll
-      for (int row2 = 0; row2 < kM; ++row2) W::template output<1, 1>(r + kA * row2, out + kM * row2);
       const float b = kBias ? a.bias[k] : 0.f;
       const long long n = tile / tiles_image;
       const int rem = static_cast<int>(tile - n * tiles_image);
       const int th = rem / tiles_x, tw = rem - th * tiles_x;
+      // M A row by row as M's rows are read, then Aᵀ along each column, stored as made.
+      float r[kA * kM];
 #pragma unroll
-      for (int dy = 0; dy < kM; ++dy)
+      for (int row = 0; row < kA; ++row) {
+        float m[kA];
 #pragma unroll
-        for (int dx = 0; dx < kM; ++dx) {
+        for (int col = 0; col < kA; ++col) m[col] = s_m[((row * kA + col) * G::kRowsPerPass + row_k) * G::kMPitch + t];
+        W::template output<1, 1>(m, r + kM * row);
+      }
+#pragma unroll
+      for (int dx = 0; dx < kM; ++dx) {
+        float y[kM];
+        W::template output<kM, 1>(r + dx, y);
+#pragma unroll
+        for (int dy = 0; dy < kM; ++dy) {
           const int oy = kM * th + dy, ox = kM * tw + dx;
           if (oy >= p_out || ox >= q_out) continue;
           const long long at = kNhwc ? ((n * p_out + oy) * q_out + ox) * kK + k
                                      : ((n * kK + k) * p_out + oy) * static_cast<long long>(q_out) + ox;
-          a.y[at] = apply_epilogue<Epi>(out[kM * dy + dx] + b, a.res + at);
+          a.y[at] = apply_epilogue<Epi>(y[dy] + b, a.res + at);
         }
+      }
     }
   }
 }

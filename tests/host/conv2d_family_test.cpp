@@ -1165,12 +1165,20 @@ TEST_CASE("fused epilogue: problem, signature, buffers, errors, reference, and N
   }
 }
 
-TEST_CASE("Winograd (algo 3): float32 3x3 of stride 1 only, its limits, and where the default takes it") {
+TEST_CASE("Winograd (algo 3 / 4): float32 3x3 of stride 1 only, its limits, and where the default takes it") {
   const DeviceInfo dev = nominal_device(90);
   auto c64 = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
                       {"r", "3"}, {"padding", "1"}});
-  const Config h = fam().heuristic(*c64, dev);
-  CHECK(h.at("algo") == 3);
+  // The batch-32 layer's default is F(4x4) (algo 4, its own test below): 16 channels x 32 tiles of 4x4, 8 x 8
+  // accumulators, 288 threads loading each stage where they store it.
+  const Config f4 = fam().heuristic(*c64, dev);
+  CHECK(f4.at("algo") == 4);
+  CHECK(f4.at("wino_rt") == 8);
+  CHECK_FALSE(templates::conv2d::detail::wino_geometry(as_conv(*c64), f4).prefetch_stage);
+  CHECK(fam().check(*c64, f4, dev).empty());
+  // F(2x2)'s default shape there (the default before F(4x4)): algo 3 with 8 x 4 accumulators.
+  Config h = f4;
+  h.set("algo", 3), h.set("wino_rt", 4);
   CHECK(fam().check(*c64, h, dev).empty());
   // 25088 tiles: 16 channels x 32 tiles a block, 8 x 4 accumulators a thread (256 threads), stages of 8 channels.
   CHECK(h.at("wino_k") == 16);
@@ -1253,20 +1261,18 @@ TEST_CASE("Winograd (algo 3): float32 3x3 of stride 1 only, its limits, and wher
 
 TEST_CASE("NVRTC compiles the Winograd kernels (algo 3 and 4) over every knob value, both layouts, with an epilogue") {
   Compiler compiler;
-  // NCHW with C, K and the output off every stage, block and tile (37, 29, 41 x 70), channels last with a residual
+  // NCHW with C, K and the output off every stage, block and tile (69, 29, 41 x 70), channels last with a residual
   // epilogue and uneven padding.
   const char* signatures[] = {
-      "bias=1;c=37;dilation_h=1;dilation_w=1;dtype=float32;h=41;k=29;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;s=3;"
+      "bias=1;c=69;dilation_h=1;dilation_w=1;dtype=float32;h=41;k=29;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;s=3;"
       "stride_h=1;stride_w=1;w=70",
       "bias=1;c=64;dilation_h=1;dilation_w=1;dtype=float32;h=30;k=96;layout=nhwc;n=3;pad_h=2;pad_w=0;r=3;s=3;"
       "stride_h=1;stride_w=1;w=33;epilogue=y = max(acc + r, 0.0f)"};
-  // The knob values an algorithm cannot run on these problems. Algo 3: K = 29 leaves a block of 64 channels more
-  // than half idle, and 8 tiles a block are F(4x4)'s. Algo 4: blocks of 32 or 64 tiles, or 64 channels, need 288
-  // threads with 8 x 8 accumulators (or more than 512 threads): over the 168 registers a thread that 9 warps leave.
+  // The knob values an algorithm cannot run on these problems. K = 29 leaves a block of 64 channels more than half
+  // idle; 8 tiles a block are F(4x4)'s; F(4x4) blocks of 64 tiles are more than 512 threads.
   auto refused = [&](std::int64_t algo, const char* signature, const std::string& name, std::int64_t value) {
-    if (algo == 3)
-      return (signature == signatures[0] && name == "wino_k" && value == 64) || (name == "wino_tiles" && value == 8);
-    return (name == "wino_k" && value == 64) || (name == "wino_tiles" && (value == 32 || value == 64));
+    return (signature == signatures[0] && name == "wino_k" && value == 64) ||
+           (name == "wino_tiles" && value == (algo == 3 ? 8 : 64));
   };
   for (std::int64_t algo : {3, 4})
     for (int cc : {80, 90})
@@ -1295,8 +1301,7 @@ TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own templa
                        {"r", "3"}, {"padding", "1"}});
   const Config f4 = [&] {
     Config c = fam().heuristic(*c128, dev);
-    REQUIRE(c.at("algo") == 3);
-    c.set("algo", 4);
+    REQUIRE(c.at("algo") == 4);
     c.set("wino_k", 16), c.set("wino_rk", 8), c.set("wino_tiles", 16), c.set("wino_rt", 8), c.set("wino_c", 8);
     c.set("wino_min_blocks", 1);
     return c;
@@ -1316,12 +1321,18 @@ TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own templa
   // Its own template: the program includes winograd4.cuh, so its records carry that template's hash and adding it
   // left algo 0-3's records current.
   CHECK(fam().template_of(f4) == "conv2d/winograd4.cuh");
-  CHECK(fam().template_of(fam().heuristic(*c128, dev)) == "conv2d/conv2d.cuh");
+  Config f2 = f4;
+  f2.set("algo", 3);
+  CHECK(fam().template_of(f2) == "conv2d/conv2d.cuh");
   const KernelSource src = fam().source(*c128, f4);
   CHECK(src.program.find("#include \"conv2d/winograd4.cuh\"") == 0);
-  CHECK(src.name_expression.find("jitune::conv::conv2d_winograd<4, 0, 128, 128, 16, 16, 8, 8, 8, 1, 0>") == 0);
-  CHECK(config_template_hash(fam(), f4) != config_template_hash(fam(), fam().heuristic(*c128, dev)));
+  CHECK(src.name_expression.find("jitune::conv::conv2d_winograd<4, 0, 128, 128, 16, 16, 8, 8, 8, 1, 1, 0>") == 0);
+  CHECK(config_template_hash(fam(), f4) != config_template_hash(fam(), f2));
   CHECK(template_hashes(fam()).size() == 2);
+  // Its rounding error does not shrink with C as the float32 tolerance does: C >= 64 only.
+  auto c48 = problem({{"dtype", "float32"}, {"c", "48"}, {"h", "28"}, {"w", "28"}, {"k", "128"}, {"r", "3"}});
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c48), f4, dev).find("only where C >= 64 (here C = 48)") !=
+        std::string::npos);
   // The same limits as algo 3, named as algo 4's.
   auto c16 = problem({{"dtype", "float16"}, {"c", "64"}, {"h", "30"}, {"w", "30"}, {"k", "64"}, {"r", "3"}});
   CHECK(templates::conv2d::kernel_limits(as_conv(*c16), f4, dev).find("algo 4 (Winograd F(4x4, 3x3)) takes float32") ==
@@ -1336,14 +1347,20 @@ TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own templa
   wide.set("wino_rk", 4), wide.set("wino_rt", 4);  // 36 x 4 x 4 = 576 threads
   CHECK(templates::conv2d::kernel_limits(as_conv(*c128), wide, dev).find("block of 576 threads") != std::string::npos);
   // 288 threads are 9 warps, 3 on one of the SM's four register partitions: 168 registers a thread, too few for
-  // 8 x 8 accumulators beside a prefetched patch; 8 x 4 fit.
+  // 8 x 8 accumulators beside a prefetched patch, so that config loads each stage where it stores it; 8 x 4 prefetch.
+  CHECK(g.prefetch_stage);  // 144 threads: 255 registers
   wide = f4;
   wide.set("wino_k", 32);  // 36 x 4 x 2 = 288
-  CHECK(templates::conv2d::kernel_limits(as_conv(*c128), wide, dev).find("allow 168") != std::string::npos);
+  CHECK(fam().check(*c128, wide, dev).empty());
+  CHECK_FALSE(templates::conv2d::detail::wino_geometry(as_conv(*c128), wide).prefetch_stage);
+  CHECK(fam().source(*c128, wide).name_expression.find("<4, 0, 128, 128, 32, 16, 8, 8, 8, 1, 0, 0>") !=
+        std::string::npos);
   wide.set("wino_rt", 4), wide.set("wino_tiles", 8);  // 36 x 4 x 2, 8 x 4 accumulators
   CHECK(fam().check(*c128, wide, dev).empty());
+  CHECK(templates::conv2d::detail::wino_geometry(as_conv(*c128), wide).prefetch_stage);
+  wide.set("wino_min_blocks", 2);  // two blocks of 288: 18 warps, 5 a partition, 102 registers
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c128), wide, dev).find("allow 96") != std::string::npos);
   // F(2x2) keeps its own tiles: 8 is F(4x4)'s.
-  Config f2 = fam().heuristic(*c128, dev);
   f2.set("wino_tiles", 8);
   CHECK(fam().check(*c128, f2, dev).find("wino_tiles 8 is F(4x4)'s") != std::string::npos);
   // The tuner's space of the layer holds F(4x4) candidates beside F(2x2)'s.
