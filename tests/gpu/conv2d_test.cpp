@@ -336,6 +336,23 @@ TEST_CASE("the tensor-core direct kernel (algo 2) matches the CPU reference: bot
   CHECK(cases == 16);
 }
 
+// A float32 3x3 stride-1 shape for the Winograd tests: channels c, outputs k; channels last on odd variants; N 1-3,
+// paddings 0-2 per axis, heights and widths from one output pixel up (partial tiles), bias on two variants of three.
+templates::conv2d::ConvProblem::Shape winograd_shape(std::mt19937_64& rng, int variant, std::int64_t c, std::int64_t k) {
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  templates::conv2d::ConvProblem::Shape s;
+  s.layout = variant % 2 ? ImageLayout::kNHWC : ImageLayout::kNCHW;
+  s.c = c, s.k = k;
+  s.n = pick(1, 3), s.r = s.s = 3;
+  s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
+  s.h = std::max<std::int64_t>(1, 3 - 2 * s.pad_h) + pick(0, 30);
+  s.w = std::max<std::int64_t>(1, 3 - 2 * s.pad_w) + pick(0, 40);
+  s.bias = variant % 3 != 1;
+  return s;
+}
+
 TEST_CASE("Winograd (algo 3) matches the CPU reference: both layouts, odd channels and sizes, every padding, bias, misaligned pointers") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
@@ -349,14 +366,8 @@ TEST_CASE("Winograd (algo 3) matches the CPU reference: both layouts, odd channe
   const std::int64_t outputs[] = {64, 29, 7, 96, 1, 40, 33, 64};
   int cases = 0;
   for (int variant = 0; variant < 16; ++variant) {
-    templates::conv2d::ConvProblem::Shape s;
-    s.layout = variant % 2 ? ImageLayout::kNHWC : ImageLayout::kNCHW;
-    s.c = channels[variant % 8], s.k = outputs[(variant + variant / 8) % 8];
-    s.n = pick(1, 3), s.r = s.s = 3;
-    s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
-    s.h = std::max<std::int64_t>(1, 3 - 2 * s.pad_h) + pick(0, 30);
-    s.w = std::max<std::int64_t>(1, 3 - 2 * s.pad_w) + pick(0, 40);
-    s.bias = variant % 3 != 1;
+    const templates::conv2d::ConvProblem::Shape s =
+        winograd_shape(rng, variant, channels[variant % 8], outputs[(variant + variant / 8) % 8]);
     const templates::conv2d::ConvProblem p(DType::kFloat32, s);
     INFO(p.signature());
     const std::int64_t algo = Config::parse(rt.explain("conv2d", p.signature()).config).at("algo");
@@ -411,23 +422,13 @@ TEST_CASE("Winograd F(4x4) (algo 4) matches the CPU reference: both layouts, odd
   const Family& fam = templates::conv2d::conv2d_family();
   driver::StreamHandle stream;
   std::mt19937_64 rng(4404);
-  auto pick = [&](std::int64_t lo, std::int64_t hi) {
-    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
-  };
   // Random shapes: channels (64 or more) on and off the stages and blocks, outputs off the 4x4 tiles (from one pixel up),
   // paddings 0-2 per axis, bias or not; every legal F(4x4) config of each, launched directly.
   const std::int64_t channels[] = {64, 69, 128, 100, 77, 96, 130, 64};  // F(4x4) takes C >= 64
   const std::int64_t outputs[] = {64, 29, 7, 16, 1, 40, 33, 32};
   std::size_t launched = 0;
   for (int variant = 0; variant < 8; ++variant) {
-    templates::conv2d::ConvProblem::Shape s;
-    s.layout = variant % 2 ? ImageLayout::kNHWC : ImageLayout::kNCHW;
-    s.c = channels[variant], s.k = outputs[variant];
-    s.n = pick(1, 3), s.r = s.s = 3;
-    s.pad_h = pick(0, 2), s.pad_w = pick(0, 2);
-    s.h = std::max<std::int64_t>(1, 3 - 2 * s.pad_h) + pick(0, 30);
-    s.w = std::max<std::int64_t>(1, 3 - 2 * s.pad_w) + pick(0, 40);
-    s.bias = variant % 3 != 1;
+    templates::conv2d::ConvProblem::Shape s = winograd_shape(rng, variant, channels[variant], outputs[variant]);
     if (variant == 5) s.epilogue = "y = max(acc + r, 0.0f)";
     const templates::conv2d::ConvProblem p(DType::kFloat32, s);
     INFO(p.signature());
