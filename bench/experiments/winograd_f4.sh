@@ -2,7 +2,8 @@
 # Winograd F(4x4, 3x3) (conv2d algo 4) beside the shipped records and cuDNN: the default suite's float32 3x3
 # stride-1 cases (TF32 ones left out) tuned exhaustively into an empty user cache (the shipped file present, its
 # records untouched), then the C++ bench of the conv2d cases beside PyTorch / cuDNN (TF32 off).
-#   usage (GPU machine, build at ./build): OUT=dir bench/experiments/winograd_f4.sh [name-filter]
+#   usage (GPU machine, build at ./build): OUT=dir [TUNE_ONLY=1] bench/experiments/winograd_f4.sh [name-regex]
+#   TUNE_ONLY=1 stops after the tunes and the export (no bench, no peer).
 #   Writes $OUT/algos.txt (per case: the winner, the fastest of each algorithm), $OUT/tuned.jsonl (the new records),
 #   $OUT/jitune.json, $OUT/torch.json, $OUT/table.md.
 set -euo pipefail
@@ -13,7 +14,7 @@ mkdir -p "$out" "$JITUNE_CACHE_DIR"
 build/jitune_bench --list --family conv2d |
   awk -F'\t' '$2 ~ /^conv_float32_/ && $2 ~ /R3/ && $2 !~ /tf32/ && $3 !~ /stride_h=2/ {print $2 "\t" $3}' |
   while IFS=$'\t' read -r name sig; do
-    [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+    [ -n "$filter" ] && ! [[ "$name" =~ $filter ]] && continue
     echo "== $name"
     build/jitune --json tune conv2d --signature "$sig" --strategy exhaustive < /dev/null > "$JITUNE_CACHE_DIR/tune.json" ||
       { echo "  tune failed"; continue; }
@@ -35,6 +36,7 @@ print(f"{sys.argv[1]}: winner {r['best_us']:.2f} us ({r['best']}); fastest per a
 PY
   done
 build/jitune cache export "$out/tuned.jsonl"
+[ "${TUNE_ONLY:-0}" = 1 ] && exit 0
 build/jitune_bench --family conv2d --json "$out/jitune.json"
 python3 bench/peer_torch.py --family conv2d --case float32 --json "$out/torch.json"
 python3 bench/compare.py "$out/jitune.json" "$out/torch.json" --markdown "$out/table.md"

@@ -11,13 +11,15 @@ class ConvFamily final : public Family {
   ConvFamily()
       : space_({
             {"algo",
-             {0, 1, 2, 3, 4},
+             {0, 1, 2, 3, 4, 5},
              "0: direct kernel (FFMA on shared-memory tiles, any dtype); 1: implicit GEMM on tensor cores "
              "(mma.sync on sm_80+ or wgmma on sm_90, float16 / bfloat16, or float32 on TF32 tensor cores where the "
              "problem's precision is tf32); 2: direct on tensor cores (a shared halo tile read by "
              "ldmatrix, short reductions, float16 / bfloat16, sm_80+); 3: Winograd F(2x2, 3x3) in float32 (3x3, "
              "stride 1, dilation 1, either layout); 4: Winograd F(4x4, 3x3), as 3 with 4x4 output tiles (2.25x "
-             "fewer products than 3, about four times its rounding error)"},
+             "fewer products than 3, about four times its rounding error); 5: Winograd F(4x4, 3x3) as 4, in one "
+             "cooperative launch of three passes: transforms into a workspace, the 36 products as batched GEMMs of "
+             "block tiles up to 128 x 128, the output transform"},
             {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", {0}},
             {"out_w", {1, 2, 4}, "direct: contiguous output columns per thread", "algo", {0}},
             {"block_h", {1, 2, 4, 8, 16}, "direct: thread rows per block (tile height = block_h * out_h)", "algo", {0}},
@@ -91,22 +93,26 @@ class ConvFamily final : public Family {
              "algo", {2}},
             {"warps", {2, 4, 8}, "tensor-core direct: warps per block", "algo", {2}},
             {"m_tiles", {1, 2, 4}, "tensor-core direct: 16-pixel groups a warp computes at once", "algo", {2}},
-            {"wino_k", {16, 32, 64}, "Winograd: output channels per block", "algo", {3, 4}},
-            {"wino_tiles", {16, 32, 64, 8}, "Winograd: output tiles (2x2 for algo 3, 4x4 for 4) per block; 8 for "
-             "algo 4 only", "algo", {3, 4}},
-            {"wino_c", {4, 8, 16}, "Winograd: input channels per shared-memory stage", "algo", {3, 4}},
-            {"wino_rk", {4, 8}, "Winograd: output channels per thread (of wino_k)", "algo", {3, 4}},
-            {"wino_rt", {4, 8}, "Winograd: tiles per thread (of wino_tiles); threads 16 (algo 3) or 36 (algo 4) "
-             "* wino_k / wino_rk * wino_tiles / wino_rt", "algo", {3, 4}},
+            {"wino_k", {16, 32, 64, 128}, "Winograd: output channels per block (algo 5: of a GEMM block tile); "
+             "128 for algo 5 only", "algo", {3, 4, 5}},
+            {"wino_tiles", {16, 32, 64, 8, 128}, "Winograd: output tiles (2x2 for algo 3, 4x4 for 4 and 5) per block; 8 "
+             "for algo 4 and 5, 128 for algo 5 only", "algo", {3, 4, 5}},
+            {"wino_c", {4, 8, 16}, "Winograd: input channels per shared-memory stage", "algo", {3, 4, 5}},
+            {"wino_rk", {4, 8}, "Winograd: output channels per thread (of wino_k)", "algo", {3, 4, 5}},
+            {"wino_rt", {4, 8}, "Winograd: tiles per thread (of wino_tiles); threads 16 (algo 3), 36 (algo 4) or 1 "
+             "(algo 5) * wino_k / wino_rk * wino_tiles / wino_rt", "algo", {3, 4, 5}},
             {"wino_min_blocks", {1, 2}, "Winograd: blocks per SM the register allocation must allow", "algo",
-             {3, 4}},
+             {3, 4, 5}},
         }) {}
 
   std::string_view name() const override { return "conv2d"; }
   std::string_view template_name() const override { return "conv2d/conv2d.cuh"; }
-  std::vector<std::string_view> templates() const override { return {template_name(), detail::kWinograd4Template}; }
+  std::vector<std::string_view> templates() const override {
+    return {template_name(), detail::kWinograd4Template, detail::kWinogradGemmTemplate};
+  }
   std::string_view template_of(const Config& config) const override {
-    return config.at("algo") == 4 ? detail::kWinograd4Template : template_name();
+    const std::int64_t algo = config.at("algo");
+    return algo == 4 ? detail::kWinograd4Template : algo == 5 ? detail::kWinogradGemmTemplate : template_name();
   }
   const Space& space() const override { return space_; }
   // About 0.6 s of NVRTC per candidate on an H100 host, mostly the NVVM optimizer on the unrolled body.
@@ -185,7 +191,8 @@ class ConvFamily final : public Family {
   // repack 1 puts its barrier counter first and its copies of x and w after; the kernel resets the counters, so a
   // workspace kept for a stream needs no clearing again.
   LaunchPrep prep(const Problem& problem, const Config& config) const override {
-    return detail::igemm_prep(static_cast<const ConvProblem&>(problem), config);
+    const auto& p = static_cast<const ConvProblem&>(problem);
+    return config.at("algo") == 5 ? detail::wgemm_prep(p, config) : detail::igemm_prep(p, config);
   }
 
   // Slot 1: a cp.async pipeline (stages > 0) over x and w in place, tuned on 16-byte aligned tensors, called with

@@ -15,6 +15,8 @@ namespace jitune::templates::conv2d::detail {
 /// The template of algo 4 (Winograd F(4x4, 3x3)): its configs' programs include it instead of conv2d.cuh, so its
 /// records carry its own template hash (Family::template_of).
 inline constexpr std::string_view kWinograd4Template = "conv2d/winograd4.cuh";
+/// The template of algo 5 (Winograd F(4x4, 3x3) as batched GEMMs in one cooperative launch), likewise.
+inline constexpr std::string_view kWinogradGemmTemplate = "conv2d/winograd4_gemm.cuh";
 /// Registers a thread can hold; the kernels' register estimates are checked against it.
 inline constexpr std::int64_t kMaxRegisters = 255;
 /// The largest workspace repack 1 may ask for (its copies of x and w): 4 GiB.
@@ -124,6 +126,10 @@ struct WinoGeometry {
   bool prefetch_stage = true;  ///< The next stage's loads held in registers during the products (F(4x4): if they fit).
 };
 WinoGeometry wino_geometry(const ConvProblem& p, const Config& config);
+/// Registers a thread may hold with `blocks` blocks of `threads` an SM: the register file is four partitions, each
+/// holding the warps its scheduler runs (9 warps put 3 on one: 168 registers, where 8 warps may take 255), in units
+/// of 8 registers a thread.
+std::int64_t register_cap(std::int64_t threads, std::int64_t blocks, std::int64_t registers_per_sm);
 /// What the Winograd kernels (algo 3 or 4) cannot run (dtype, filter, stride, dilation, block shape, prefetch,
 /// registers, shared memory, 32-bit tile numbering, tiles mostly idle), empty if it can.
 std::string wino_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
@@ -137,5 +143,26 @@ bool wino_preferred(const ConvProblem& p, const DeviceInfo& device);
 Config wino_heuristic(const ConvProblem& p, const DeviceInfo& device);
 KernelSource wino_source(const ConvProblem& p, const Config& config);
 LaunchShape wino_launch_shape(const ConvProblem& p, const Config& config);
+
+// winograd_gemm.cpp: Winograd F(4x4, 3x3) as batched GEMMs (algo 5), after wino_hard_check's common limits
+/// winograd4_gemm.cuh's block, GEMM tiles and workspace (U, V and M) for a config.
+struct WgemmGeometry {
+  std::int64_t threads = 0, tk = 0, tt = 0;  ///< Threads a block; along K and along tiles.
+  std::int64_t cp = 0, kp = 0;               ///< C and K rounded up to wino_c and wino_k.
+  std::int64_t tiles = 0, tp = 0;            ///< The batch's 4x4 output tiles; rounded up to wino_tiles.
+  std::int64_t gemm_items = 0;               ///< Block tiles of the 36 GEMMs.
+  std::int64_t shared_bytes = 0, register_estimate = 0, blocks = 0;  ///< blocks: the most any pass can use.
+  std::size_t workspace_bytes = 0;
+};
+WgemmGeometry wgemm_geometry(const ConvProblem& p, const Config& config);
+/// algo 5's own limits (thread tiles, registers, workspace, 32-bit indexing, tiles mostly idle).
+std::string wgemm_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// The configs worth timing: 128 or 256 threads of at least 32 accumulators, stages of 8 or 16 channels.
+std::string wgemm_neighbourhood_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+KernelSource wgemm_source(const ConvProblem& p, const Config& config);
+/// One cooperative wave (the loader caps the grid at the kernel's occupancy).
+LaunchShape wgemm_launch_shape(const ConvProblem& p, const Config& config);
+/// The barrier counter (zeroed once; the kernel resets it), then U, V and M.
+LaunchPrep wgemm_prep(const ConvProblem& p, const Config& config);
 
 }  // namespace jitune::templates::conv2d::detail

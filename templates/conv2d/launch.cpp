@@ -123,7 +123,7 @@ void push_args(const ConvProblem& p, const Config& config, const void* x, const 
   const std::int64_t tile_w = algo == 1   ? 1
                               : algo == 2 ? config.at("cols")
                               : algo == 3 ? 2
-                              : algo == 4 ? 4
+                              : algo >= 4 ? 4
                                           : config.at("block_w") * config.at("out_w");
   const ArgsLayout a{x,
                      w,
@@ -139,7 +139,7 @@ void push_args(const ConvProblem& p, const Config& config, const void* x, const 
                      static_cast<std::int32_t>(s.pad_w),
                      static_cast<std::int32_t>((p.q() + tile_w - 1) / tile_w)};
   args.push_raw(&a, sizeof a, alignof(ArgsLayout));
-  if (config.at("algo") == 1) args.push(workspace);
+  if (algo == 1 || algo == 5) args.push(workspace);
 }
 
 }  // namespace jitune::templates::conv2d

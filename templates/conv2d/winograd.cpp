@@ -1,5 +1,6 @@
 // The conv2d Winograd variants on the host: algo 3, F(2x2, 3x3) (winograd.cuh), and algo 4, F(4x4, 3x3)
-// (winograd4.cuh): geometry, legality, default and launch.
+// (winograd4.cuh): geometry, legality, default and launch; the limits all three share (algo 5's own are in
+// winograd_gemm.cpp).
 #include <algorithm>
 
 #include "templates/conv2d/conv2d_detail.hpp"
@@ -18,23 +19,23 @@ std::int64_t group_of(std::int64_t points, std::int64_t rk, std::int64_t tk, std
   return 1;
 }
 
-// Registers a thread may hold with `blocks` blocks of `threads` an SM: the register file is four partitions, each
-// holding the warps its scheduler runs (9 warps put 3 on one: 168 registers, where 8 warps may take 255), in units
-// of 8 registers a thread.
-std::int64_t register_cap(std::int64_t threads, std::int64_t blocks, std::int64_t registers_per_sm) {
-  const std::int64_t warps = ceil_div(ceil_div(threads, 32) * blocks, 4);
-  return std::min<std::int64_t>(kMaxRegisters, registers_per_sm / 4 / (warps * 32) / 8 * 8);
-}
-
 // The register file of every architecture the kernels build for (sm_80 to sm_90): where a config holds its next
 // stage in registers is part of its program, so it is decided without a device.
 constexpr std::int64_t kRegistersPerSm = 65536;
 
-std::string name_of(const WinoGeometry& g) {
-  return "algo " + std::string(g.m == 4 ? "4 (Winograd F(4x4, 3x3))" : "3 (Winograd F(2x2, 3x3))");
+std::string name_of(const Config& c) {
+  const std::int64_t algo = c.at("algo");
+  return "algo " + std::string(algo == 5   ? "5 (Winograd F(4x4, 3x3) as batched GEMMs)"
+                               : algo == 4 ? "4 (Winograd F(4x4, 3x3))"
+                                           : "3 (Winograd F(2x2, 3x3))");
 }
 
 }  // namespace
+
+std::int64_t register_cap(std::int64_t threads, std::int64_t blocks, std::int64_t registers_per_sm) {
+  const std::int64_t warps = ceil_div(ceil_div(threads, 32) * blocks, 4);
+  return std::min<std::int64_t>(kMaxRegisters, registers_per_sm / 4 / (warps * 32) / 8 * 8);
+}
 
 WinoGeometry wino_geometry(const ConvProblem& p, const Config& c) {
   const auto& s = p.shape();
@@ -42,7 +43,7 @@ WinoGeometry wino_geometry(const ConvProblem& p, const Config& c) {
   const std::int64_t bk = c.at("wino_k"), bt = c.at("wino_tiles"), bc = c.at("wino_c"), rk = c.at("wino_rk"),
                      rt = c.at("wino_rt");
   WinoGeometry g;
-  g.m = c.at("algo") == 4 ? 4 : 2;
+  g.m = c.at("algo") >= 4 ? 4 : 2;
   g.points = (g.m + 2) * (g.m + 2);
   g.tk = bk / rk;
   g.tt = bt / rt;
@@ -72,20 +73,24 @@ std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceI
   auto cfg = [&] { return " (" + c.text() + ")"; };
   const WinoGeometry g = wino_geometry(p, c);
   if (p.dtype() != DType::kFloat32)
-    return name_of(g) + " takes float32; " + std::string(dtype_name(p.dtype())) +
+    return name_of(c) + " takes float32; " + std::string(dtype_name(p.dtype())) +
            " runs on tensor cores (algo 1 or 2) or the direct kernel (algo 0)";
   if (s.r != 3 || s.s != 3 || s.stride_h != 1 || s.stride_w != 1 || s.dilation_h != 1 || s.dilation_w != 1)
-    return name_of(g) + " takes 3x3 filters of stride 1 and dilation 1; this is " +
+    return name_of(c) + " takes 3x3 filters of stride 1 and dilation 1; this is " +
            std::to_string(s.r) + "x" + std::to_string(s.s) + ", stride " + std::to_string(s.stride_h) + "x" +
            std::to_string(s.stride_w) + ", dilation " + std::to_string(s.dilation_h) + "x" +
            std::to_string(s.dilation_w) + " (the direct kernel, algo 0, runs it)";
   // F(4x4)'s float32 error grows with the square root of C, the family's tolerance with C: it holds from C = 64 on
   // (about half the tolerance at C = 64-512 on the workload's values; 1.05x at C = 3: docs/conv2d.md).
   if (g.m == 4 && s.c < 64)
-    return name_of(g) + " rounds within the float32 tolerance only where C >= 64 (here C = " + std::to_string(s.c) +
+    return name_of(c) + " rounds within the float32 tolerance only where C >= 64 (here C = " + std::to_string(s.c) +
            "); algo 3 (F(2x2)) runs it";
+  if (c.at("algo") == 5) return wgemm_hard_check(p, c, device);
   const std::int64_t bk = c.at("wino_k"), bt = c.at("wino_tiles"), rk = c.at("wino_rk"), rt = c.at("wino_rt");
   if (g.m == 2 && bt < 16) return "wino_tiles 8 is F(4x4)'s (algo 4): algo 3 takes 16 or more" + cfg();
+  if (bk > 64 || bt > 64)
+    return "wino_k and wino_tiles 128 are the batched GEMMs' block tiles (algo 5); " + name_of(c) +
+           " takes at most 64" + cfg();
   if (bk % rk != 0 || bt % rt != 0)
     return "wino_rk " + std::to_string(rk) + " and wino_rt " + std::to_string(rt) + " must divide wino_k " +
            std::to_string(bk) + " and wino_tiles " + std::to_string(bt) + cfg();
@@ -105,7 +110,7 @@ std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceI
     return "needs " + std::to_string(g.shared_bytes) + " bytes of shared memory; the device allows " +
            std::to_string(device.max_shared_per_block_optin) + " per block" + cfg();
   if (ceil_div(p.p(), g.m) * ceil_div(p.q(), g.m) >= (std::int64_t{1} << 31) || g.grid_x >= (std::int64_t{1} << 31))
-    return name_of(g) + " numbers one image's output tiles and the blocks in 32 bits";
+    return name_of(c) + " numbers one image's output tiles and the blocks in 32 bits";
   if (g.grid_y > 65535) return "K = " + std::to_string(s.k) + " needs more than 65535 blocks of wino_k" + cfg();
   // Tiles more than twice the problem leave most of the block idle.
   if (bt > 16 && bt >= 2 * g.tiles)
@@ -116,7 +121,8 @@ std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceI
   return {};
 }
 
-std::string wino_neighbourhood_check(const ConvProblem& p, const Config& c, const DeviceInfo&) {
+std::string wino_neighbourhood_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
+  if (c.at("algo") == 5) return wgemm_neighbourhood_check(p, c, device);
   const WinoGeometry g = wino_geometry(p, c);
   // Thread tiles per transform position: 8 or 16 for F(2x2) (128 or 256 threads), 4 or 8 for F(4x4) (144 or 288).
   const std::int64_t fewer = g.m == 4 ? 4 : 8;
@@ -140,6 +146,22 @@ bool wino_preferred(const ConvProblem& p, const DeviceInfo&) {
 }
 
 Config wino_heuristic(const ConvProblem& p, const DeviceInfo& device) {
+  // NCHW from C >= 64: F(4x4) as batched GEMMs (algo 5), the H200's tuned pick on every such suite layer with 64 tiles
+  // or more (1.3-2.7x cuDNN, bench/RESULTS.md 2026-11-28, nineteenth session): 64 channels x 128 tiles of 8 x 8, or
+  // 64 x 64 of 4 x 8 where the larger tile leaves SMs without a GEMM block. Channels last reads and writes across
+  // the passes' threads: the fused kernel below wins there.
+  if (p.shape().c >= 64 && p.shape().layout == ImageLayout::kNCHW) {
+    for (const auto& [bt, rk] : {std::pair<std::int64_t, std::int64_t>{128, 8}, {64, 4}}) {
+      const Config g = complete_config({{"algo", 5},
+                                        {"wino_k", 64},
+                                        {"wino_tiles", bt},
+                                        {"wino_c", bt == 128 ? 16 : 8},
+                                        {"wino_rk", rk},
+                                        {"wino_rt", 8},
+                                        {"wino_min_blocks", 1}});
+      if (wino_hard_check(p, g, device).empty() && wgemm_geometry(p, g).gemm_items >= device.sm_count) return g;
+    }
+  }
   // F(4x4) where its rounding fits the tolerance (C >= 64) and its blocks of 16 channels x 32 tiles of 4x4 give at
   // least half the SMs one: the H200's tuned pick on every batch-32 ResNet layer (8 x 8 accumulators, 288 threads,
   // each stage loaded where it is stored; 1.17-1.58x F(2x2), bench/RESULTS.md 2026-11-28). Single small images keep
@@ -188,6 +210,7 @@ Config wino_heuristic(const ConvProblem& p, const DeviceInfo& device) {
 }
 
 KernelSource wino_source(const ConvProblem& p, const Config& config) {
+  if (config.at("algo") == 5) return wgemm_source(p, config);
   const auto& s = p.shape();
   const bool f4 = config.at("algo") == 4;
   std::string name = f4 ? "jitune::conv::conv2d_winograd<4, " : "jitune::conv::conv2d_wino<";
@@ -202,6 +225,7 @@ KernelSource wino_source(const ConvProblem& p, const Config& config) {
 }
 
 LaunchShape wino_launch_shape(const ConvProblem& p, const Config& config) {
+  if (config.at("algo") == 5) return wgemm_launch_shape(p, config);
   const WinoGeometry g = wino_geometry(p, config);
   LaunchShape shape;
   shape.grid.x = static_cast<unsigned>(g.grid_x);

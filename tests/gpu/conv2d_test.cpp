@@ -371,9 +371,10 @@ TEST_CASE("Winograd (algo 3) matches the CPU reference: both layouts, odd channe
     const templates::conv2d::ConvProblem p(DType::kFloat32, s);
     INFO(p.signature());
     const std::int64_t algo = Config::parse(rt.explain("conv2d", p.signature()).config).at("algo");
-    // F(4x4) (algo 4) where C >= 64 and its blocks cover half the SMs (none of these small images, in practice).
+    // F(4x4) (algo 4, or 5 in NCHW) where C >= 64 and its blocks cover the SMs (none of these small images, in
+    // practice).
     const bool winograd = s.layout == ImageLayout::kNHWC || (s.c >= 32 && s.k >= 32);
-    CHECK((winograd ? algo == 3 || (algo == 4 && s.c >= 64) : algo == 0));
+    CHECK((winograd ? algo == 3 || (algo >= 4 && s.c >= 64) : algo == 0));
     check_conv(rt, DType::kFloat32, s, static_cast<std::size_t>(variant % 3 == 2 ? pick(1, 3) : 0), 3300 + cases);
     ++cases;
   }
@@ -396,9 +397,10 @@ TEST_CASE("Winograd (algo 3) matches the CPU reference: both layouts, odd channe
         for (std::int64_t value : param.values) {
           INFO(param.name, "=", value);
           // K = 29 (the first problem): 64 channels a block would leave more than half of it idle; 8 tiles a block
-          // are F(4x4)'s (algo 4).
+          // are F(4x4)'s (algo 4); block tiles of 128 the batched GEMMs' (algo 5).
           const bool refused = (p.shape().k == 29 && param.name == "wino_k" && value == 64) ||
-                               (param.name == "wino_tiles" && value == 8);
+                               (param.name == "wino_tiles" && value == 8) ||
+                               ((param.name == "wino_k" || param.name == "wino_tiles") && value == 128);
           CHECK(seen.count({param.name, value}) == (refused ? 0u : 1u));
         }
     REQUIRE(sample.size() >= 6);
@@ -416,17 +418,19 @@ TEST_CASE("Winograd (algo 3) matches the CPU reference: both layouts, odd channe
   }
 }
 
-TEST_CASE("Winograd F(4x4) (algo 4) matches the CPU reference: both layouts, odd sizes, every padding and knob value, an epilogue, a stored record") {
+// Winograd F(4x4) (algo 4, fused, or 5, batched GEMMs in one cooperative launch) against the CPU reference: random
+// shapes with channels (64 or more) on and off the stages and blocks, outputs off the 4x4 tiles (from one pixel up),
+// paddings 0-2 per axis, bias or not, every legal config of each launched directly (twice on one workspace); the
+// knob sample on the host test's two problems; a stored record served exactly through the public call.
+void check_winograd4(std::int64_t algo, const std::string& entry, std::uint64_t seed) {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
   const Family& fam = templates::conv2d::conv2d_family();
   driver::StreamHandle stream;
-  std::mt19937_64 rng(4404);
-  // Random shapes: channels (64 or more) on and off the stages and blocks, outputs off the 4x4 tiles (from one pixel up),
-  // paddings 0-2 per axis, bias or not; every legal F(4x4) config of each, launched directly.
+  std::mt19937_64 rng(seed);
   const std::int64_t channels[] = {64, 69, 128, 100, 77, 96, 130, 64};  // F(4x4) takes C >= 64
   const std::int64_t outputs[] = {64, 29, 7, 16, 1, 40, 33, 32};
-  std::size_t launched = 0;
+  std::size_t launched = 0, shapes = 0;
   for (int variant = 0; variant < 8; ++variant) {
     templates::conv2d::ConvProblem::Shape s = winograd_shape(rng, variant, channels[variant], outputs[variant]);
     if (variant == 5) s.epilogue = "y = max(acc + r, 0.0f)";
@@ -435,26 +439,36 @@ TEST_CASE("Winograd F(4x4) (algo 4) matches the CPU reference: both layouts, odd
     std::size_t pruned = 0;
     std::vector<Config> f4;
     for (const Config& c : tuner::legal_candidates(fam, p, rt.device(), pruned))
-      if (c.at("algo") == 4) f4.push_back(c);
+      if (c.at("algo") == algo) f4.push_back(c);
+    // The batched GEMMs' blocks of 128 or 256 threads need 64 tiles or more: a problem of a few tiles has none
+    // worth timing (the knob sample below runs it on such shapes).
+    if (f4.empty() && algo == 5) continue;
     REQUIRE(!f4.empty());
     launched += launch_and_check(rt, p, f4, stream.get());
+    ++shapes;
   }
-  MESSAGE(launched, " F(4x4) launches over 8 random shapes");
-  // Every knob value F(4x4) can run, on the host test's two problems (NCHW off every stage, block and tile; channels
-  // last with a residual epilogue).
+  MESSAGE(launched, " algo ", algo, " launches over ", shapes, " random shapes");
+  CHECK(shapes >= 5);
+  // Every knob value the algorithm can run, on the host test's two problems (NCHW off every stage, block and tile;
+  // channels last with a residual epilogue).
+  // Then one output pixel (a 3x3 image, one tile): the batched GEMMs' padding, all but one tile of a block zeros.
   for (const char* sig :
        {"bias=1;c=69;dilation_h=1;dilation_w=1;dtype=float32;h=41;k=29;layout=nchw;n=2;pad_h=1;pad_w=1;r=3;s=3;"
         "stride_h=1;stride_w=1;w=70",
         "bias=1;c=64;dilation_h=1;dilation_w=1;dtype=float32;h=30;k=96;layout=nhwc;n=3;pad_h=2;pad_w=0;r=3;s=3;"
-        "stride_h=1;stride_w=1;w=33;epilogue=y = max(acc + r, 0.0f)"}) {
+        "stride_h=1;stride_w=1;w=33;epilogue=y = max(acc + r, 0.0f)",
+        "bias=1;c=65;dilation_h=1;dilation_w=1;dtype=float32;h=3;k=70;layout=nchw;n=1;pad_h=0;pad_w=0;r=3;s=3;"
+        "stride_h=1;stride_w=1;w=3"}) {
     auto problem = fam.parse_problem(sig);
     const auto& p = static_cast<const templates::conv2d::ConvProblem&>(*problem);
     std::set<std::pair<std::string, std::int64_t>> seen;
-    const std::vector<Config> sample = test::conv2d_knob_sample(p, rt.device(), 4, seen);
-    REQUIRE(sample.size() >= 4);
+    std::vector<Config> sample = test::conv2d_knob_sample(p, rt.device(), algo, seen);
+    if (p.shape().h == 3) sample.resize(std::min<std::size_t>(sample.size(), 4));  // one tile: a few configs
+    REQUIRE(sample.size() >= (p.shape().h == 3 ? 1u : 4u));
     CHECK(launch_and_check(rt, p, sample, stream.get()) == sample.size());
   }
-  // Through the public call from a stored record: its key carries winograd4.cuh's hash, and the lookup serves it.
+  // Through the public call from a stored record: its key carries the algorithm's own template hash, and the
+  // lookup serves it.
   templates::conv2d::ConvProblem::Shape s;
   s.layout = ImageLayout::kNCHW;
   s.n = 2, s.c = 72, s.h = 23, s.w = 30, s.k = 40, s.r = s.s = 3, s.pad_h = s.pad_w = 1, s.bias = true;
@@ -462,11 +476,11 @@ TEST_CASE("Winograd F(4x4) (algo 4) matches the CPU reference: both layouts, odd
   std::size_t pruned = 0;
   Config chosen;
   for (const Config& c : tuner::legal_candidates(fam, p, rt.device(), pruned))
-    if (c.at("algo") == 4) chosen = c;
+    if (c.at("algo") == algo) chosen = c;
   REQUIRE(!chosen.empty());
   cache::Record rec;
   rec.key = internal::impl(rt).record_key(fam, p, chosen);
-  CHECK(rec.key.template_hash == template_hash("conv2d/winograd4.cuh"));
+  CHECK(rec.key.template_hash == template_hash(entry));
   rec.group = p.group();
   rec.features = p.features();
   rec.config = chosen.text();
@@ -478,7 +492,16 @@ TEST_CASE("Winograd F(4x4) (algo 4) matches the CPU reference: both layouts, odd
   const Explanation x = rt.explain("conv2d", p.signature());
   CHECK(x.level == MatchLevel::kExact);
   CHECK(x.config == chosen.text());
-  check_conv(rt, DType::kFloat32, s, 1, 4444);
+  // Three rounds on the runtime's kept workspace: algo 5's barrier counter must be reset by each launch.
+  for (std::uint64_t round = 0; round < 3; ++round) check_conv(rt, DType::kFloat32, s, 1, seed + round);
+}
+
+TEST_CASE("Winograd F(4x4) (algo 4) matches the CPU reference: both layouts, odd sizes, every padding and knob value, an epilogue, a stored record") {
+  check_winograd4(4, "conv2d/winograd4.cuh", 4404);
+}
+
+TEST_CASE("Winograd F(4x4) as batched GEMMs (algo 5) matches the CPU reference: both layouts, odd sizes, every padding and knob value, an epilogue, a stored record, repeated launches") {
+  check_winograd4(5, "conv2d/winograd4_gemm.cuh", 5505);
 }
 
 TEST_CASE("split-K: repeated calls match the reference and reuse one kept workspace, counters reset by the kernel") {

@@ -357,7 +357,7 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
   CHECK(tc.at("out_h") == 1);  // the direct kernel's knobs hold their first values
   CHECK(fam().heuristic(*conv("bfloat16", "64", "64"), dev).at("algo") == 1);
   // float32 never runs on tensor cores without an explicit opt-in: a 3x3 of stride 1 takes Winograd in float.
-  CHECK(fam().heuristic(*f32, dev).at("algo") == 3);
+  CHECK(fam().heuristic(*f32, dev).at("algo") >= 3);
   CHECK(fam().heuristic(*few, dev).at("algo") != 1);  // few channels: a direct kernel
   CHECK(fam().heuristic(*f16, nominal_device(80)).at("algo") == 1);
   auto why = [&](const Problem& p, std::initializer_list<std::pair<const char*, std::int64_t>> changes,
@@ -413,7 +413,7 @@ TEST_CASE("implicit GEMM (algo 1): where the default uses it, and its limits") {
   }
   CHECK(tensor >= 20);
   for (const Config& x : tuner::legal_candidates(fam(), *f32, dev, pruned))
-    CHECK((x.at("algo") == 0 || x.at("algo") == 3 || x.at("algo") == 4));
+    CHECK((x.at("algo") == 0 || x.at("algo") >= 3));
 }
 
 TEST_CASE("wgmma (mma 1): sm_90 only, its tile rules, and the channels-last default there") {
@@ -917,9 +917,9 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
           // C * R * S = 864 is beyond the tensor-core direct kernel's filter registers (its own test below).
           const bool short_reduction_only =
               (param.name == "algo" && value == 2) || (param.when == "algo" && param.varies_under(2) && value != param.values.front());
-          // Winograd (algo 3 and 4) takes float32 only.
+          // Winograd (algo 3, 4 and 5) takes float32 only.
           const bool float32_only = std::string_view(dtype) != "float32" &&
-                                    ((param.name == "algo" && (value == 3 || value == 4)) ||
+                                    ((param.name == "algo" && value >= 3) ||
                                      (param.when == "algo" && param.varies_under(3) && value != param.values.front()));
           // wgmma (mma 1) is sm_90's only.
           const bool sm90_only = cc != 90 && param.name == "mma" && value == 1;
@@ -1165,14 +1165,23 @@ TEST_CASE("fused epilogue: problem, signature, buffers, errors, reference, and N
   }
 }
 
-TEST_CASE("Winograd (algo 3 / 4): float32 3x3 of stride 1 only, its limits, and where the default takes it") {
+TEST_CASE("Winograd (algo 3 / 4 / 5): float32 3x3 of stride 1 only, its limits, and where the default takes it") {
   const DeviceInfo dev = nominal_device(90);
   auto c64 = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
                       {"r", "3"}, {"padding", "1"}});
-  // The batch-32 layer's default is F(4x4) (algo 4, its own test below): 16 channels x 32 tiles of 4x4, 8 x 8
-  // accumulators, 288 threads loading each stage where they store it.
-  const Config f4 = fam().heuristic(*c64, dev);
+  // The batch-32 layer's default is F(4x4) as batched GEMMs (algo 5, its own test below): 64 channels x 128 tiles.
+  const Config g5 = fam().heuristic(*c64, dev);
+  CHECK(g5.at("algo") == 5);
+  CHECK(g5.at("wino_k") == 64);
+  CHECK(g5.at("wino_tiles") == 128);
+  // Channels last keeps the fused F(4x4) (algo 4): 16 channels x 32 tiles of 4x4, 8 x 8 accumulators, 288 threads
+  // loading each stage where they store it.
+  auto c64_nhwc = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                           {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
+  const Config f4 = fam().heuristic(*c64_nhwc, dev);
   CHECK(f4.at("algo") == 4);
+  CHECK(f4.at("wino_k") == 16);
+  CHECK(f4.at("wino_tiles") == 32);
   CHECK(f4.at("wino_rt") == 8);
   CHECK_FALSE(templates::conv2d::detail::wino_geometry(as_conv(*c64), f4).prefetch_stage);
   CHECK(fam().check(*c64, f4, dev).empty());
@@ -1194,8 +1203,14 @@ TEST_CASE("Winograd (algo 3 / 4): float32 3x3 of stride 1 only, its limits, and 
   // memory than the stages.
   CHECK(g.shared_bytes == 4 * 16 * 8 * (32 + 16));
   CHECK(g.group == 4);
-  // A single small image takes smaller tiles so that the grid covers the SMs.
-  auto n1 = problem({{"dtype", "float32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "3"}});
+  // A single small image: the batched GEMMs take 64 tiles a block (14 x 14 tiles of 4x4: 144 GEMM blocks, 128 tiles
+  // would give 72); with C < 64, F(2x2) takes smaller tiles so that the grid covers the SMs.
+  auto n1_64 = problem({{"dtype", "float32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "3"}});
+  const Config small5 = fam().heuristic(*n1_64, dev);
+  CHECK(small5.at("algo") == 5);
+  CHECK(small5.at("wino_tiles") == 64);
+  CHECK(small5.at("wino_rk") == 4);
+  auto n1 = problem({{"dtype", "float32"}, {"c", "48"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "3"}});
   const Config small = fam().heuristic(*n1, dev);
   CHECK(small.at("algo") == 3);
   // 27 x 27 tiles: 23 x 4 blocks of 16 x 32 (92, over half the 132 SMs), stages of 16 channels.
@@ -1203,7 +1218,9 @@ TEST_CASE("Winograd (algo 3 / 4): float32 3x3 of stride 1 only, its limits, and 
   CHECK(small.at("wino_c") == 16);
   auto c256 = problem({{"dtype", "float32"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"}, {"r", "3"},
                        {"padding", "1"}});
-  CHECK(fam().heuristic(*c256, dev).at("wino_tiles") == 16);  // 49 tiles: 2 x 16 blocks of 32 tiles
+  // 49 tiles of 2x2: 2 x 16 blocks of 32 tiles; 16 of 4x4, too few for the batched GEMMs' blocks.
+  CHECK(fam().heuristic(*c256, dev).at("algo") == 3);
+  CHECK(fam().heuristic(*c256, dev).at("wino_tiles") == 16);
   // Channels last in float32 runs nowhere else: Winograd takes it at any channel count.
   auto nhwc = problem({{"dtype", "float32"}, {"c", "5"}, {"h", "17"}, {"w", "23"}, {"k", "7"}, {"r", "3"},
                        {"layout", "nhwc"}, {"padding", "1"}});
@@ -1259,7 +1276,7 @@ TEST_CASE("Winograd (algo 3 / 4): float32 3x3 of stride 1 only, its limits, and 
   CHECK(direct >= 20);
 }
 
-TEST_CASE("NVRTC compiles the Winograd kernels (algo 3 and 4) over every knob value, both layouts, with an epilogue") {
+TEST_CASE("NVRTC compiles the Winograd kernels (algo 3, 4 and 5) over every knob value, both layouts, with an epilogue") {
   Compiler compiler;
   // NCHW with C, K and the output off every stage, block and tile (69, 29, 41 x 70), channels last with a residual
   // epilogue and uneven padding.
@@ -1268,13 +1285,20 @@ TEST_CASE("NVRTC compiles the Winograd kernels (algo 3 and 4) over every knob va
       "stride_h=1;stride_w=1;w=70",
       "bias=1;c=64;dilation_h=1;dilation_w=1;dtype=float32;h=30;k=96;layout=nhwc;n=3;pad_h=2;pad_w=0;r=3;s=3;"
       "stride_h=1;stride_w=1;w=33;epilogue=y = max(acc + r, 0.0f)"};
-  // The knob values an algorithm cannot run on these problems. K = 29 leaves a block of 64 channels more than half
-  // idle; 8 tiles a block are F(4x4)'s; F(4x4) blocks of 64 tiles are more than 512 threads.
+  // The knob values an algorithm cannot run on these problems. K = 29 leaves a block of 64 channels (or 128) more
+  // than half idle; 8 tiles a block are F(4x4)'s; F(4x4) blocks of 64 tiles are more than 512 threads; block tiles of
+  // 128 are the batched GEMMs' (algo 5).
   auto refused = [&](std::int64_t algo, const char* signature, const std::string& name, std::int64_t value) {
+    // algo 5 on K = 29: blocks of 16 or 32 channels need 32 tiles or more for 64 threads.
+    if (algo == 5)
+      return signature == signatures[0] && ((name == "wino_k" && value >= 64) || (name == "wino_tiles" && value <= 16));
     return (signature == signatures[0] && name == "wino_k" && value == 64) ||
+           ((name == "wino_k" || name == "wino_tiles") && value == 128) ||
            (name == "wino_tiles" && value == (algo == 3 ? 8 : 64));
   };
-  for (std::int64_t algo : {3, 4})
+  const std::map<std::int64_t, std::string> entry{
+      {3, "conv2d/conv2d.cuh"}, {4, "conv2d/winograd4.cuh"}, {5, "conv2d/winograd4_gemm.cuh"}};
+  for (std::int64_t algo : {3, 4, 5})
     for (int cc : {80, 90})
       for (const char* signature : signatures) {
         auto p = fam().parse_problem(signature);
@@ -1288,8 +1312,7 @@ TEST_CASE("NVRTC compiles the Winograd kernels (algo 3 and 4) over every knob va
               CHECK(seen.count({param.name, value}) == (refused(algo, signature, param.name, value) ? 0u : 1u));
             }
         REQUIRE(sample.size() >= (algo == 3 ? 6u : 4u));
-        for (const Config& c : sample)
-          CHECK(fam().template_of(c) == (algo == 4 ? "conv2d/winograd4.cuh" : "conv2d/conv2d.cuh"));
+        for (const Config& c : sample) CHECK(fam().template_of(c) == entry.at(algo));
         CHECK(compile_sample(compiler, *p, sample, dev, true) == sample.size());
       }
 }
@@ -1301,7 +1324,7 @@ TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own templa
                        {"r", "3"}, {"padding", "1"}});
   const Config f4 = [&] {
     Config c = fam().heuristic(*c128, dev);
-    REQUIRE(c.at("algo") == 4);
+    c.set("algo", 4);
     c.set("wino_k", 16), c.set("wino_rk", 8), c.set("wino_tiles", 16), c.set("wino_rt", 8), c.set("wino_c", 8);
     c.set("wino_min_blocks", 1);
     return c;
@@ -1328,7 +1351,7 @@ TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own templa
   CHECK(src.program.find("#include \"conv2d/winograd4.cuh\"") == 0);
   CHECK(src.name_expression.find("jitune::conv::conv2d_winograd<4, 0, 128, 128, 16, 16, 8, 8, 8, 1, 1, 0>") == 0);
   CHECK(config_template_hash(fam(), f4) != config_template_hash(fam(), f2));
-  CHECK(template_hashes(fam()).size() == 2);
+  CHECK(template_hashes(fam()).size() == 3);
   // Its rounding error does not shrink with C as the float32 tolerance does: C >= 64 only.
   auto c48 = problem({{"dtype", "float32"}, {"c", "48"}, {"h", "28"}, {"w", "28"}, {"k", "128"}, {"r", "3"}});
   CHECK(templates::conv2d::kernel_limits(as_conv(*c48), f4, dev).find("only where C >= 64 (here C = 48)") !=
@@ -1384,6 +1407,84 @@ TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own templa
 }
 
 
+TEST_CASE("Winograd F(4x4) as batched GEMMs (algo 5): one cooperative launch, its workspace, its own template, limits, default") {
+  const DeviceInfo dev = nominal_device(90);
+  auto c128 = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "128"}, {"h", "28"}, {"w", "28"}, {"k", "128"},
+                       {"r", "3"}, {"padding", "1"}});
+  const Config g5 = fam().heuristic(*c128, dev);
+  REQUIRE(g5.at("algo") == 5);
+  CHECK(fam().check(*c128, g5, dev).empty());
+  // 64 output channels x 128 tiles a GEMM block, 8 x 8 accumulators a thread: 8 x 16 = 128 threads.
+  const auto g = templates::conv2d::detail::wgemm_geometry(as_conv(*c128), g5);
+  CHECK(g.threads == 128);
+  CHECK(g.cp == 128);
+  CHECK(g.kp == 128);
+  CHECK(g.tiles == 32 * 7 * 7);
+  CHECK(g.tp == 13 * 128);
+  CHECK(g.gemm_items == 36 * 2 * 13);
+  CHECK(g.shared_bytes == 4 * 2 * 16 * (64 + 128));
+  // The barrier counter, then U [36][128][128], V and M [36][128][1664] floats.
+  const std::size_t u = 36 * 128 * 128 * 4, v = 36 * 128 * 1664 * 4;
+  CHECK(g.workspace_bytes == 256 + u + v + v);
+  const LaunchPrep prep = fam().prep(*c128, g5);
+  CHECK(prep.workspace_bytes == g.workspace_bytes);
+  CHECK(prep.zero_end == 4);
+  CHECK(prep.rezeroed_by_kernel);
+  // One cooperative wave: the grid asks for the most blocks a pass can use (the input transforms' 128 x (128 + 1664)
+  // items); the loader caps it at the kernel's occupancy.
+  const LaunchShape shape = fam().launch_shape(*c128, g5, dev);
+  CHECK(shape.cooperative);
+  CHECK(shape.grid.x == 128 * (128 + 1664) / 128);
+  CHECK(shape.block.x == 128);
+  // Its own template: records of algos 0-4 stay current.
+  CHECK(fam().template_of(g5) == "conv2d/winograd4_gemm.cuh");
+  const KernelSource src = fam().source(*c128, g5);
+  CHECK(src.program.find("#include \"conv2d/winograd4_gemm.cuh\"") == 0);
+  CHECK(src.name_expression == "jitune::conv::conv2d_winograd_gemm<0, 128, 128, 64, 128, 16, 8, 8, 1, 0>");
+  Config f4 = g5;
+  f4.set("algo", 4);
+  CHECK(config_template_hash(fam(), g5) != config_template_hash(fam(), f4));
+  // The problem's limits are algo 3 and 4's, named as algo 5's.
+  auto c48 = problem({{"dtype", "float32"}, {"c", "48"}, {"h", "28"}, {"w", "28"}, {"k", "128"}, {"r", "3"}});
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c48), g5, dev).find("algo 5 (Winograd F(4x4, 3x3) as batched GEMMs) rounds within the float32 tolerance only where C >= 64") == 0);
+  auto f16 = problem({{"dtype", "float16"}, {"c", "64"}, {"h", "30"}, {"w", "30"}, {"k", "64"}, {"r", "3"}});
+  CHECK(templates::conv2d::kernel_limits(as_conv(*f16), g5, dev).find("takes float32") != std::string::npos);
+  // Its own: threads, registers, the workspace; block tiles of 128 are its alone.
+  Config bad = g5;
+  bad.set("wino_k", 16), bad.set("wino_tiles", 8), bad.set("wino_rt", 8);  // 2 x 1 threads
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c128), bad, dev).find("block of 2 threads") == 0);
+  bad = g5;
+  bad.set("wino_k", 128), bad.set("wino_rk", 4), bad.set("wino_min_blocks", 2);  // 512 threads, two an SM: 64 each
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c128), bad, dev).find("registers per thread") != std::string::npos);
+  auto huge = problem({{"dtype", "float32"}, {"n", "64"}, {"c", "512"}, {"h", "224"}, {"w", "224"}, {"k", "512"},
+                       {"r", "3"}, {"padding", "1"}});
+  CHECK(templates::conv2d::kernel_limits(as_conv(*huge), g5, dev).find("algo 5 keeps the transformed input") == 0);
+  CHECK(fam().heuristic(*huge, dev).at("algo") == 4);  // no workspace: the fused kernel
+  Config wide = f4;
+  wide.set("wino_tiles", 128);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*c128), wide, dev).find("are the batched GEMMs' block tiles (algo 5)") !=
+        std::string::npos);
+  // The tuned neighbourhood: 128 or 256 threads of 32 or 64 accumulators, stages of 8 or 16 channels.
+  Config off = g5;
+  off.set("wino_c", 4);
+  CHECK(fam().check(*c128, off, dev).find("wino_c 4 (tuned: 8 or 16)") != std::string::npos);
+  off = g5;
+  off.set("wino_k", 32), off.set("wino_rk", 4), off.set("wino_rt", 4);  // 8 x 32 threads of 16 accumulators
+  CHECK(fam().check(*c128, off, dev).find("16 accumulators a thread") != std::string::npos);
+  off = g5;
+  off.set("wino_tiles", 64);  // 8 x 8 = 64 threads
+  CHECK(fam().check(*c128, off, dev).find("64 threads a block (tuned: 128 or 256)") != std::string::npos);
+  std::size_t pruned = 0, five = 0;
+  for (const Config& c : tuner::legal_candidates(fam(), *c128, dev, pruned)) five += c.at("algo") == 5;
+  MESSAGE("float32 C = K = 128 28x28: ", five, " algo 5 candidates");
+  CHECK(five >= 20);
+  CHECK(five <= 80);
+  // Channels last and few tiles keep the fused kernels by default.
+  auto nhwc = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "128"}, {"h", "28"}, {"w", "28"}, {"k", "128"},
+                       {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
+  CHECK(fam().heuristic(*nhwc, dev).at("algo") == 4);
+}
+
 TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as an opt-in; signature, rules, NVRTC") {
   auto conv = [](const char* dtype, const char* precision, const char* layout = "nchw", const char* c = "64") {
     return problem({{"dtype", dtype}, {"n", "2"}, {"c", c}, {"h", "28"}, {"w", "28"}, {"k", "64"}, {"r", "3"},
@@ -1429,7 +1530,7 @@ TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as
     std::size_t pruned = 0;
     std::set<std::int64_t> algos;
     for (const Config& c : tuner::legal_candidates(fam(), *tf32, dev, pruned)) algos.insert(c.at("algo"));
-    CHECK(algos == std::set<std::int64_t>{0, 1, 3, 4});
+    CHECK(algos == std::set<std::int64_t>{0, 1, 3, 4, 5});
     // What TF32 does not take: the NCHW pixel-run operand (wgmma reads TF32 K-major only). Repacking to channels
     // last copies 4-channel taps (C a multiple of 4), its workspace sized in floats.
     Config x = h;
