@@ -146,11 +146,10 @@ bool wino_preferred(const ConvProblem& p, const DeviceInfo&) {
 }
 
 Config wino_heuristic(const ConvProblem& p, const DeviceInfo& device) {
-  // NCHW from C >= 64: F(4x4) as batched GEMMs (algo 5), the H200's tuned pick on every such suite layer with 64 tiles
-  // or more (1.3-2.7x cuDNN, bench/RESULTS.md 2026-11-28, nineteenth session): 64 channels x 128 tiles of 8 x 8, or
-  // 64 x 64 of 4 x 8 where the larger tile leaves SMs without a GEMM block. Channels last reads and writes across
-  // the passes' threads: the fused kernel below wins there.
-  if (p.shape().c >= 64 && p.shape().layout == ImageLayout::kNCHW) {
+  // From C >= 64: F(4x4) as batched GEMMs (algo 5), the H200's tuned pick on every such suite layer with 64 tiles or
+  // more, both layouts (1.3-2.7x cuDNN, bench/RESULTS.md 2026-11-28, nineteenth session): 64 channels x 128 tiles of
+  // 8 x 8, or 64 x 64 of 4 x 8 where the larger tile leaves SMs without a GEMM block.
+  if (p.shape().c >= 64) {
     for (const auto& [bt, rk] : {std::pair<std::int64_t, std::int64_t>{128, 8}, {64, 4}}) {
       const Config g = complete_config({{"algo", 5},
                                         {"wino_k", 64},

@@ -22,7 +22,8 @@ namespace conv {
 /// The workspace of conv2d_winograd_gemm, mirrored by the host's wgemm_geometry (winograd_gemm.cpp), in floats
 /// from its start: the barrier counter's 64 floats (256 bytes), then U [36][Cp][Kp], V [36][Cp][Tp] and
 /// M [36][Kp][Tp], each starting on 256 bytes. Cp, Kp and Tp are C, K and the batch's 4 x 4 tiles rounded up to
-/// kBC, kBK and kBT.
+/// kBC, kBK and kBT. Channels last keeps V as [36][Tp][Cp] and M as [36][Tp][Kp]: its passes read x and write y
+/// channels fastest, and so write V and read M channels fastest.
 __host__ __device__ constexpr long long wgemm_align(long long floats) {
   return (floats + 63) / 64 * 64;
 }
@@ -58,7 +59,8 @@ __global__ void __launch_bounds__((kBK / kRK) * (kBT / kRT), kMinBlocks)
   constexpr int x_w = kNhwc ? kC : 1;
 
   // Pass 1: the filters' transforms (k fastest: the stores of a warp are consecutive), then the inputs' (tiles
-  // fastest). Rows first, then each column, stored as made (as winograd4.cuh's stage).
+  // fastest for NCHW, channels fastest for channels last: a warp's loads and stores are consecutive). Rows first,
+  // then each column, stored as made (as winograd4.cuh's stage).
   const int u_items = kCp * kKp, v_items = kCp * tp;
   for (int item = first; item < u_items + v_items; item += stride) {
     if (item < u_items) {
@@ -83,7 +85,7 @@ __global__ void __launch_bounds__((kBK / kRK) * (kBT / kRT), kMinBlocks)
       }
     } else {
       const int j = item - u_items;
-      const int c = j / tp, t = j - c * tp;
+      const int c = kNhwc ? j % kCp : j / tp, t = kNhwc ? j / kCp : j - c * tp;
       float d[kPoints];
       if (c < kC && t < tiles) {
         const int n = t / tiles_image, rem = t - n * tiles_image;
@@ -104,7 +106,7 @@ __global__ void __launch_bounds__((kBK / kRK) * (kBT / kRT), kMinBlocks)
       float r[kPoints];
 #pragma unroll
       for (int row = 0; row < kA; ++row) W::template input<1, 1>(d + kA * row, r + kA * row);
-      float* const dst = v_ws + static_cast<long long>(c) * tp + t;
+      float* const dst = v_ws + (kNhwc ? static_cast<long long>(t) * kCp + c : static_cast<long long>(c) * tp + t);
 #pragma unroll
       for (int col = 0; col < kA; ++col) {
         float v[kA];
@@ -118,9 +120,11 @@ __global__ void __launch_bounds__((kBK / kRK) * (kBT / kRT), kMinBlocks)
 
   // Pass 2: the GEMMs. Block tile (ξ, k tile, t tile), k tiles fastest (the blocks of one V tile run together and
   // share it through L2). Stages of kBC channels, double-buffered: the next stage's loads are in registers while
-  // this one is multiplied.
+  // this one is multiplied. Channels last loads V's rows of channels and stores them transposed (rows padded by 4:
+  // at most two-way bank conflicts), and stores M transposed.
+  constexpr int kVPitch = kBT + (kNhwc ? 4 : 0);
   __shared__ __align__(16) float s_u[2][kBC][kBK];
-  __shared__ __align__(16) float s_v[2][kBC][kBT];
+  __shared__ __align__(16) float s_v[2][kBC][kVPitch];
   constexpr int kULoads = (kBC * kBK / 4 + kThreads - 1) / kThreads, kVLoads = (kBC * kBT / 4 + kThreads - 1) / kThreads;
   constexpr int kStages = kCp / kBC;
   const int tk = tid / kTT, tt = tid - tk * kTT;
@@ -130,7 +134,7 @@ __global__ void __launch_bounds__((kBK / kRK) * (kBT / kRT), kMinBlocks)
     const int kt = item % k_tiles, rest = item / k_tiles;
     const int tt0 = rest % t_tiles, xi = rest / t_tiles;
     const float* const u_src = u_ws + xi * u_point + kt * kBK;
-    const float* const v_src = v_ws + xi * v_point + static_cast<long long>(tt0) * kBT;
+    const float* const v_src = v_ws + xi * v_point + static_cast<long long>(tt0) * kBT * (kNhwc ? kCp : 1);
     float4 u_reg[kULoads], v_reg[kVLoads];
     auto load = [&](int s) {
 #pragma unroll
@@ -141,9 +145,15 @@ __global__ void __launch_bounds__((kBK / kRK) * (kBT / kRT), kMinBlocks)
       }
 #pragma unroll
       for (int i = 0; i < kVLoads; ++i) {
-        const int f = tid + i * kThreads, c = f / (kBT / 4), t4 = f - c * (kBT / 4);
-        if ((kBC * kBT / 4) % kThreads == 0 || f < kBC * kBT / 4)
+        const int f = tid + i * kThreads;
+        if ((kBC * kBT / 4) % kThreads != 0 && f >= kBC * kBT / 4) continue;
+        if constexpr (kNhwc) {  // 4 channels of tile t
+          const int t = f / (kBC / 4), c4 = f - t * (kBC / 4);
+          v_reg[i] = *reinterpret_cast<const float4*>(v_src + static_cast<long long>(t) * kCp + s * kBC + 4 * c4);
+        } else {  // 4 tiles of channel c
+          const int c = f / (kBT / 4), t4 = f - c * (kBT / 4);
           v_reg[i] = *reinterpret_cast<const float4*>(v_src + static_cast<long long>(s * kBC + c) * tp + 4 * t4);
+        }
       }
     };
     auto store = [&](int buf) {
@@ -155,9 +165,18 @@ __global__ void __launch_bounds__((kBK / kRK) * (kBT / kRT), kMinBlocks)
       }
 #pragma unroll
       for (int i = 0; i < kVLoads; ++i) {
-        const int f = tid + i * kThreads, c = f / (kBT / 4), t4 = f - c * (kBT / 4);
-        if ((kBC * kBT / 4) % kThreads == 0 || f < kBC * kBT / 4)
+        const int f = tid + i * kThreads;
+        if ((kBC * kBT / 4) % kThreads != 0 && f >= kBC * kBT / 4) continue;
+        if constexpr (kNhwc) {
+          const int t = f / (kBC / 4), c4 = f - t * (kBC / 4);
+          s_v[buf][4 * c4][t] = v_reg[i].x;
+          s_v[buf][4 * c4 + 1][t] = v_reg[i].y;
+          s_v[buf][4 * c4 + 2][t] = v_reg[i].z;
+          s_v[buf][4 * c4 + 3][t] = v_reg[i].w;
+        } else {
+          const int c = f / (kBT / 4), t4 = f - c * (kBT / 4);
           *reinterpret_cast<float4*>(&s_v[buf][c][4 * t4]) = v_reg[i];
+        }
       }
     };
     float acc[kRK][kRT];
@@ -193,24 +212,36 @@ __global__ void __launch_bounds__((kBK / kRK) * (kBT / kRT), kMinBlocks)
       if (s + 1 < kStages) store(buf ^ 1);  // its last readers finished before the previous barrier
       __syncthreads();
     }
-    float* const dst = m_ws + xi * m_point + static_cast<long long>(kt * kBK) * tp + static_cast<long long>(tt0) * kBT;
+    if constexpr (kNhwc) {  // M [ξ][t][k]: 4 channels of one tile a store
+      float* const dst = m_ws + xi * m_point + static_cast<long long>(tt0) * kBT * kKp + kt * kBK;
 #pragma unroll
-    for (int i = 0; i < kRK; ++i) {
-      const int row = (i / 4) * (kBK / (kRK / 4)) + 4 * tk + i % 4;
+      for (int j = 0; j < kRT; ++j) {
+        const int col = (j / 4) * (kBT / (kRT / 4)) + 4 * tt + j % 4;
 #pragma unroll
-      for (int g = 0; g < kRT / 4; ++g)
-        *reinterpret_cast<float4*>(dst + static_cast<long long>(row) * tp + g * (kBT / (kRT / 4)) + 4 * tt) =
-            make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]);
+        for (int g = 0; g < kRK / 4; ++g)
+          *reinterpret_cast<float4*>(dst + static_cast<long long>(col) * kKp + g * (kBK / (kRK / 4)) + 4 * tk) =
+              make_float4(acc[4 * g][j], acc[4 * g + 1][j], acc[4 * g + 2][j], acc[4 * g + 3][j]);
+      }
+    } else {  // M [ξ][k][t]: 4 tiles of one channel a store
+      float* const dst = m_ws + xi * m_point + static_cast<long long>(kt * kBK) * tp + static_cast<long long>(tt0) * kBT;
+#pragma unroll
+      for (int i = 0; i < kRK; ++i) {
+        const int row = (i / 4) * (kBK / (kRK / 4)) + 4 * tk + i % 4;
+#pragma unroll
+        for (int g = 0; g < kRT / 4; ++g)
+          *reinterpret_cast<float4*>(dst + static_cast<long long>(row) * tp + g * (kBT / (kRT / 4)) + 4 * tt) =
+              make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]);
+      }
     }
   }
   grid_barrier(barrier, 2);
 
-  // Pass 3: y = Aᵀ M A per (k, tile), tiles fastest (M's reads of a warp are consecutive); rows of M A as M is
-  // read, then Aᵀ along each column, stored as made.
+  // Pass 3: y = Aᵀ M A per (k, tile), tiles fastest for NCHW, channels fastest for channels last (a warp's reads of
+  // M and stores of y are consecutive); rows of M A as M is read, then Aᵀ along each column, stored as made.
   const int p_out = a.p, q_out = a.q;
   for (int item = first; item < kK * tiles; item += stride) {
-    const int k = item / tiles, t = item - k * tiles;
-    const float* const src = m_ws + static_cast<long long>(k) * tp + t;
+    const int k = kNhwc ? item % kK : item / tiles, t = kNhwc ? item / kK : item - k * tiles;
+    const float* const src = m_ws + (kNhwc ? static_cast<long long>(t) * kKp + k : static_cast<long long>(k) * tp + t);
     float r[kA * 4];
 #pragma unroll
     for (int row = 0; row < kA; ++row) {

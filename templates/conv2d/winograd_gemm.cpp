@@ -32,7 +32,8 @@ WgemmGeometry wgemm_geometry(const ConvProblem& p, const Config& c) {
   g.tiles = s.n * ceil_div(p.p(), 4) * ceil_div(p.q(), 4);
   g.tp = round_up(g.tiles, bt);
   g.gemm_items = kPoints * (g.kp / bk) * (g.tp / bt);
-  g.shared_bytes = 4 * 2 * bc * (bk + bt);  // static: two stages of U and V
+  // Static: two stages of U and V (channels last: V's rows padded by 4 floats).
+  g.shared_bytes = 4 * 2 * bc * (bk + bt + (s.layout == ImageLayout::kNHWC ? 4 : 0));
   // The GEMM pass: accumulators, one stage row of U and V, the next stage's 16-byte loads and indexing; the
   // transform passes hold a 6x6 patch and its transform.
   const std::int64_t loads = ceil_div(bc * bk / 4, g.threads) + ceil_div(bc * bt / 4, g.threads);

@@ -1174,11 +1174,15 @@ TEST_CASE("Winograd (algo 3 / 4 / 5): float32 3x3 of stride 1 only, its limits, 
   CHECK(g5.at("algo") == 5);
   CHECK(g5.at("wino_k") == 64);
   CHECK(g5.at("wino_tiles") == 128);
-  // Channels last keeps the fused F(4x4) (algo 4): 16 channels x 32 tiles of 4x4, 8 x 8 accumulators, 288 threads
-  // loading each stage where they store it.
+  // Channels last too.
   auto c64_nhwc = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
                            {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
-  const Config f4 = fam().heuristic(*c64_nhwc, dev);
+  CHECK(fam().heuristic(*c64_nhwc, dev).at("algo") == 5);
+  // The fused F(4x4) (algo 4) where the batched GEMMs' workspace would pass 4 GiB: 16 channels x 32 tiles of 4x4,
+  // 8 x 8 accumulators, 288 threads loading each stage where they store it.
+  auto c64_huge = problem({{"dtype", "float32"}, {"n", "512"}, {"c", "64"}, {"h", "224"}, {"w", "224"}, {"k", "64"},
+                           {"r", "3"}, {"padding", "1"}});
+  const Config f4 = fam().heuristic(*c64_huge, dev);
   CHECK(f4.at("algo") == 4);
   CHECK(f4.at("wino_k") == 16);
   CHECK(f4.at("wino_tiles") == 32);
@@ -1479,10 +1483,14 @@ TEST_CASE("Winograd F(4x4) as batched GEMMs (algo 5): one cooperative launch, it
   MESSAGE("float32 C = K = 128 28x28: ", five, " algo 5 candidates");
   CHECK(five >= 20);
   CHECK(five <= 80);
-  // Channels last and few tiles keep the fused kernels by default.
+  // Channels last: V and M transposed (the passes read x and write y channels fastest), its V rows padded in
+  // shared memory; the same default.
   auto nhwc = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "128"}, {"h", "28"}, {"w", "28"}, {"k", "128"},
                        {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
-  CHECK(fam().heuristic(*nhwc, dev).at("algo") == 4);
+  const Config n5 = fam().heuristic(*nhwc, dev);
+  CHECK(n5 == g5);
+  CHECK(templates::conv2d::detail::wgemm_geometry(as_conv(*nhwc), n5).shared_bytes == 4 * 2 * 16 * (64 + 128 + 4));
+  CHECK(fam().source(*nhwc, n5).name_expression == "jitune::conv::conv2d_winograd_gemm<1, 128, 128, 64, 128, 16, 8, 8, 1, 0>");
 }
 
 TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as an opt-in; signature, rules, NVRTC") {

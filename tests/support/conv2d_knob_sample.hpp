@@ -21,6 +21,7 @@ inline std::vector<Config> conv2d_knob_sample(const templates::conv2d::ConvProbl
   fam.space().for_each([&](const Config& c) {
     if ((algo < 0 || c.at("algo") == algo) && templates::conv2d::kernel_limits(p, c, device).empty()) all.push_back(c);
   });
+  if (all.empty()) return sample;  // nothing the kernels can run: no value to cover
   for (const Param& param : fam.space().params())
     if (algo < 0 || (param.when == "algo" && param.varies_under(algo)))
       for (std::int64_t value : param.values)
