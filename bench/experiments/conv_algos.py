@@ -31,7 +31,7 @@ SHAPES = [
     (32, 256, 14, 14, 256, 3, 1, 1, "float16", "nhwc"),
     (32, 512, 7, 7, 512, 3, 1, 1, "float16", "nhwc"),
     (1, 320, 64, 64, 320, 3, 1, 1, "float16", "nhwc"),
-    # float32 (no tensor cores): the direct kernel beside Winograd F(2x2, 3x3)
+    # float32 (no tensor cores): the direct kernel beside Winograd F(2x2, 3x3) and F(4x4, 3x3)
     (1, 64, 56, 56, 64, 3, 1, 0, "float32"),
     (1, 64, 56, 56, 64, 3, 1, 1, "float32"),
     (32, 64, 56, 56, 64, 3, 1, 1, "float32"),
@@ -43,7 +43,8 @@ SHAPES = [
     (32, 64, 56, 56, 64, 3, 1, 1, "float32", "nhwc"),
     (1, 16, 512, 512, 16, 3, 1, 0, "float32"),
 ]
-ALGOS = {0: "direct", 1: "igemm", 2: "tcd", 3: "wino"}
+# conv2d's algo values: Winograd F(2x2), F(4x4) fused and F(4x4) as batched GEMMs are 3, 4 and 5.
+ALGOS = {0: "direct", 1: "igemm", 2: "tcd", 3: "wino2", 4: "wino4", 5: "wino4_gemm"}
 
 
 def name(s):
