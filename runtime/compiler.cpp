@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include <jitune/error.hpp>
@@ -35,15 +36,15 @@ bool has_fp16_header(const std::string& dir) {
   return !dir.empty() && std::filesystem::exists(std::filesystem::path(dir) / "cuda_fp16.h", ec);
 }
 
-// SHA-256 over every header's name and contents, each with its length (no two lists share one).
-std::string digest_of(const std::vector<SourceFile>& headers) {
+// One header's entry in a binary key: SHA-256 over its name and contents, each with its length (no two headers share
+// one).
+std::string header_digest(const SourceFile& f) {
   Sha256 h;
-  for (const SourceFile& f : headers)
-    for (const std::string* part : {&f.name, &f.contents}) {
-      const std::uint64_t n = part->size();
-      h.update(&n, sizeof n);
-      h.update(*part);
-    }
+  for (const std::string* part : {&f.name, &f.contents}) {
+    const std::uint64_t n = part->size();
+    h.update(&n, sizeof n);
+    h.update(*part);
+  }
   const auto d = h.digest();
   return to_hex(d.data(), d.size());
 }
@@ -52,7 +53,12 @@ std::string digest_of(const std::vector<SourceFile>& headers) {
 
 Compiler::Compiler(std::vector<SourceFile> headers) : Compiler() {
   own_headers_ = std::move(headers);
-  headers_digest_ = digest_of(*own_headers_);
+  index_headers(*own_headers_);
+}
+
+void Compiler::index_headers(const std::vector<SourceFile>& headers) {
+  header_index_.clear();
+  for (const SourceFile& f : headers) header_index_[f.name] = {header_digest(f), quoted_includes(f.contents)};
 }
 
 const std::vector<SourceFile>& Compiler::headers() const {
@@ -61,10 +67,11 @@ const std::vector<SourceFile>& Compiler::headers() const {
 
 Compiler::Compiler() {
   try {
-    headers_digest_ = digest_of(template_sources());
+    index_headers(template_sources());
   } catch (const Error&) {
-    // $JITUNE_TEMPLATE_DIR is unreadable: compile() says so; no key made here matches a binary built from templates.
-    headers_digest_ = "no templates";
+    // $JITUNE_TEMPLATE_DIR is unreadable: compile() says so; no key made here matches a binary built from templates
+    // (every include reads as missing).
+    header_index_.clear();
   }
   std::vector<std::pair<std::string, std::string>> tried;
   auto consider = [&](const char* origin, std::string dir) {
@@ -97,9 +104,24 @@ std::vector<std::string> Compiler::base_options(const std::string& arch) const {
 
 std::string Compiler::binary_key(const std::string& program, const std::string& name_expression,
                                  const std::string& arch) const {
-  std::string material = program + '\0' + name_expression + '\0' + nvrtc_version_ + '\0' + headers_digest_;
+  std::string material = program + '\0' + name_expression + '\0' + nvrtc_version_;
   for (const std::string& o : base_options(arch))
     if (o.rfind("-I", 0) != 0) material += '\0' + o;  // the include folder's location does not change the code
+  // The headers the program reaches through #include "...", in name order, each with its digest: a change to a
+  // template outside the closure leaves the binary's key (and the kept file) as it was.
+  std::set<std::string> closure;
+  std::vector<std::string> todo = quoted_includes(program);
+  while (!todo.empty()) {
+    std::string next = std::move(todo.back());
+    todo.pop_back();
+    if (!closure.insert(next).second) continue;
+    if (auto it = header_index_.find(next); it != header_index_.end())
+      todo.insert(todo.end(), it->second.includes.begin(), it->second.includes.end());
+  }
+  for (const std::string& name : closure) {
+    const auto it = header_index_.find(name);
+    material += '\0' + name + '\0' + (it == header_index_.end() ? std::string("missing") : it->second.digest);
+  }
   return sha256_hex(material);  // a file name nobody can make two programs share
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,16 +56,23 @@ class Compiler {
   std::size_t compile_count() const noexcept { return compile_count_.load(); }
 
   /// Key of the binary holding one instantiation: SHA-256 of program + name expression + code-affecting options +
-  /// arch + NVRTC version + every header's name and contents (64 hex digits). The headers are in it because a
-  /// program's text only includes them: a kernel binary kept on disk must not outlive a change to its template.
+  /// arch + NVRTC version + the name and contents of every header the program reaches through #include "..."
+  /// (64 hex digits). The headers are in it because a program's text only includes them: a kernel binary kept on
+  /// disk must not outlive a change to its template. Only its own include closure: a new or edited template of
+  /// another family (or another conv2d algorithm's file) leaves the binaries kept on disk valid.
   std::string binary_key(const std::string& program, const std::string& name_expression,
                          const std::string& arch) const;
 
  private:
   std::vector<std::string> base_options(const std::string& arch) const;
   const std::vector<SourceFile>& headers() const;
+  void index_headers(const std::vector<SourceFile>& headers);
   std::optional<std::vector<SourceFile>> own_headers_;  ///< Set by the second constructor; else template_sources().
-  std::string headers_digest_;
+  struct HeaderEntry {
+    std::string digest;                 ///< SHA-256 of its name and contents.
+    std::vector<std::string> includes;  ///< Its #include "..." names.
+  };
+  std::map<std::string, HeaderEntry, std::less<>> header_index_;  ///< By include name.
   std::string cuda_include_;
   std::string include_error_;
   mutable std::atomic<std::size_t> compile_count_{0};

@@ -63,12 +63,9 @@ const std::string& template_source(std::string_view name) {
   throw InvalidArgument("no kernel template named '" + std::string(name) + "' is embedded in this build");
 }
 
-namespace {
-
-// The names a template pulls in with #include "...", relative to the templates root.
-std::vector<std::string> quoted_includes(const std::string& text) {
+std::vector<std::string> quoted_includes(std::string_view text) {
   std::vector<std::string> out;
-  std::istringstream lines(text);
+  std::istringstream lines{std::string(text)};
   std::string line;
   while (std::getline(lines, line)) {
     std::size_t p = line.find_first_not_of(" \t");
@@ -79,8 +76,6 @@ std::vector<std::string> quoted_includes(const std::string& text) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string template_hash(std::string_view name) {
   static std::mutex mutex;

@@ -33,6 +33,9 @@ const std::vector<SourceFile>& template_sources();
 /// Contents of one template by include name; throws InvalidArgument when unknown.
 const std::string& template_source(std::string_view name);
 
+/// The names a text pulls in with #include "..." (relative to the templates root), in order of appearance.
+std::vector<std::string> quoted_includes(std::string_view text);
+
 /// Hash (16 hex digits) of `name` and every template it includes with #include "...", recursively.
 std::string template_hash(std::string_view name);
 

@@ -75,20 +75,40 @@ TEST_CASE("binary keys change with the program, the name and the architecture") 
   CHECK(k != c.binary_key("p", "n", "sm_80"));
 }
 
-TEST_CASE("binary keys change with any template's contents: a kept binary never outlives its template") {
-  // A program's text only includes its template (#include "conv2d/conv2d.cuh"), so the headers must be in the key:
-  // a kernel binary kept on disk by one jitune build (or $JITUNE_TEMPLATE_DIR) is not loaded by another.
+TEST_CASE("binary keys change with the templates a program includes, and only with those") {
+  // A program's text only includes its template (#include "conv2d/conv2d.cuh"), so the headers it reaches must be in
+  // the key: a kernel binary kept on disk by one jitune build (or $JITUNE_TEMPLATE_DIR) is not loaded by another.
+  // Headers it does not reach stay out: a new or edited template of another family keeps the kept binaries valid.
   const Compiler plain;
-  std::vector<SourceFile> same = template_sources(), edited = template_sources(), renamed = template_sources();
-  REQUIRE(edited.size() > 1);
-  edited.back().contents += "\n// an edit\n";
-  renamed.back().name += "x";
-  const Compiler a(same), b(edited), c(renamed);
   const std::string program = "#include \"elementwise/elementwise.cuh\"\n", name = "kernel";
-  CHECK(plain.binary_key(program, name, "sm_90") == a.binary_key(program, name, "sm_90"));
-  CHECK(a.binary_key(program, name, "sm_90") != b.binary_key(program, name, "sm_90"));
-  CHECK(a.binary_key(program, name, "sm_90") != c.binary_key(program, name, "sm_90"));
-  CHECK(b.binary_key(program, name, "sm_90") != c.binary_key(program, name, "sm_90"));
+  auto edited = [](std::string_view file, bool rename) {
+    std::vector<SourceFile> list = template_sources();
+    bool found = false;
+    for (SourceFile& f : list)
+      if (f.name == file) {
+        (rename ? f.name : f.contents) += rename ? "x" : "\n// an edit\n";
+        found = true;
+      }
+    REQUIRE(found);
+    return Compiler(list);
+  };
+  const std::string key = Compiler(template_sources()).binary_key(program, name, "sm_90");
+  CHECK(plain.binary_key(program, name, "sm_90") == key);
+  // The program's own template, and a header it reaches only through it (common/types.cuh).
+  REQUIRE(template_source("elementwise/elementwise.cuh").find("#include \"common/types.cuh\"") != std::string::npos);
+  CHECK(edited("elementwise/elementwise.cuh", false).binary_key(program, name, "sm_90") != key);
+  CHECK(edited("common/types.cuh", false).binary_key(program, name, "sm_90") != key);
+  CHECK(edited("elementwise/elementwise.cuh", true).binary_key(program, name, "sm_90") != key);  // now missing
+  // Another family's template, edited or renamed: the same key.
+  CHECK(edited("conv2d/winograd4_gemm.cuh", false).binary_key(program, name, "sm_90") == key);
+  CHECK(edited("conv2d/winograd4_gemm.cuh", true).binary_key(program, name, "sm_90") == key);
+  // A conv2d algorithm's own file reaches everything conv2d.cuh reaches, and not the other way round.
+  const std::string conv = "#include \"conv2d/conv2d.cuh\"\n", gemm = "#include \"conv2d/winograd4_gemm.cuh\"\n";
+  CHECK(edited("conv2d/winograd4_gemm.cuh", false).binary_key(conv, name, "sm_90") == plain.binary_key(conv, name, "sm_90"));
+  CHECK(edited("conv2d/conv2d.cuh", false).binary_key(gemm, name, "sm_90") != plain.binary_key(gemm, name, "sm_90"));
+  // A program of no template includes no header.
+  CHECK(edited("common/types.cuh", false).binary_key("__global__ void k() {}", "k", "sm_90") ==
+        plain.binary_key("__global__ void k() {}", "k", "sm_90"));
   // The edited list is what NVRTC sees: a header that no longer compiles fails the program.
   std::vector<SourceFile> broken = template_sources();
   bool found = false;
