@@ -5,7 +5,8 @@
 #   usage (GPU machine, build at ./build): OUT=dir [TUNE_ONLY=1] bench/experiments/winograd_f4.sh [name-regex]
 #   TUNE_ONLY=1 stops after the tunes and the export (no bench, no peer).
 #   Writes $OUT/algos.txt (per case: the winner, the fastest of each algorithm), $OUT/tuned.jsonl (the new records),
-#   $OUT/jitune.json, $OUT/torch.json, $OUT/table.md.
+#   $OUT/jitune.json, $OUT/torch.json, $OUT/table.md, and each case's tune report (every candidate's time and
+#   verdict) as $OUT/tunes.tar.gz.
 set -euo pipefail
 out=${OUT:?set OUT to a folder}
 filter=${1:-}
@@ -16,9 +17,11 @@ build/jitune_bench --list --family conv2d |
   while IFS=$'\t' read -r name sig; do
     [ -n "$filter" ] && ! [[ "$name" =~ $filter ]] && continue
     echo "== $name"
-    build/jitune --json tune conv2d --signature "$sig" --strategy exhaustive < /dev/null > "$JITUNE_CACHE_DIR/tune.json" ||
+    mkdir -p "$JITUNE_CACHE_DIR/tunes"
+    report="$JITUNE_CACHE_DIR/tunes/$name.json"
+    build/jitune --json tune conv2d --signature "$sig" --strategy exhaustive < /dev/null > "$report" ||
       { echo "  tune failed"; continue; }
-    python3 - "$name" "$JITUNE_CACHE_DIR/tune.json" <<'PY' | tee -a "$out/algos.txt"
+    python3 - "$name" "$report" <<'PY' | tee -a "$out/algos.txt"
 import json, sys
 r = json.load(open(sys.argv[2]))["results"][0]
 best, status = {}, {}
@@ -36,6 +39,7 @@ print(f"{sys.argv[1]}: winner {r['best_us']:.2f} us ({r['best']}); fastest per a
 PY
   done
 build/jitune cache export "$out/tuned.jsonl"
+tar -C "$JITUNE_CACHE_DIR" -czf "$out/tunes.tar.gz" tunes
 [ "${TUNE_ONLY:-0}" = 1 ] && exit 0
 build/jitune_bench --family conv2d --json "$out/jitune.json"
 python3 bench/peer_torch.py --family conv2d --case float32 --json "$out/torch.json"

@@ -147,18 +147,26 @@ bool wino_preferred(const ConvProblem& p, const DeviceInfo&) {
 
 Config wino_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   // From C >= 64: F(4x4) as batched GEMMs (algo 5), the H200's tuned pick on every such suite layer with 64 tiles or
-  // more, both layouts (1.3-2.7x cuDNN, bench/RESULTS.md 2026-11-28, nineteenth session): 64 channels x 128 tiles of
-  // 8 x 8, or 64 x 64 of 4 x 8 where the larger tile leaves SMs without a GEMM block.
+  // more, both layouts (1.3-2.7x cuDNN, bench/RESULTS.md 2026-11-28, nineteenth session). Block tiles of 64 channels x
+  // 64 tiles in stages of 16 channels, 8 x 4 accumulators (128 threads): within 8% of each batch-32 layer's tuned
+  // pick (the 64 x 128 tile of 8 x 8 was up to 21% behind at 7x7); where that leaves fewer than two GEMM blocks an
+  // SM, stages of 8 channels and 4 x 8 accumulators, the tuned pick of a single 56x56 image (bench/RESULTS.md
+  // 2026-11-28, twentieth session).
   if (p.shape().c >= 64) {
-    for (const auto& [bt, rk] : {std::pair<std::int64_t, std::int64_t>{128, 8}, {64, 4}}) {
+    struct Shape {
+      std::int64_t bc, rk, rt, blocks_per_sm;
+    };
+    for (const Shape& sh : {Shape{16, 8, 4, 2}, Shape{8, 4, 8, 1}}) {
       const Config g = complete_config({{"algo", 5},
                                         {"wino_k", 64},
-                                        {"wino_tiles", bt},
-                                        {"wino_c", bt == 128 ? 16 : 8},
-                                        {"wino_rk", rk},
-                                        {"wino_rt", 8},
+                                        {"wino_tiles", 64},
+                                        {"wino_c", sh.bc},
+                                        {"wino_rk", sh.rk},
+                                        {"wino_rt", sh.rt},
                                         {"wino_min_blocks", 1}});
-      if (wino_hard_check(p, g, device).empty() && wgemm_geometry(p, g).gemm_items >= device.sm_count) return g;
+      if (wino_hard_check(p, g, device).empty() &&
+          wgemm_geometry(p, g).gemm_items >= sh.blocks_per_sm * device.sm_count)
+        return g;
     }
   }
   // F(4x4) where its rounding fits the tolerance (C >= 64) and its blocks of 16 channels x 32 tiles of 4x4 give at

@@ -1169,11 +1169,24 @@ TEST_CASE("Winograd (algo 3 / 4 / 5): float32 3x3 of stride 1 only, its limits, 
   const DeviceInfo dev = nominal_device(90);
   auto c64 = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
                       {"r", "3"}, {"padding", "1"}});
-  // The batch-32 layer's default is F(4x4) as batched GEMMs (algo 5, its own test below): 64 channels x 128 tiles.
+  // The batch-32 layer's default is F(4x4) as batched GEMMs (algo 5, its own test below): 64 channels x 64 tiles in
+  // stages of 16 channels, 8 x 4 accumulators.
   const Config g5 = fam().heuristic(*c64, dev);
   CHECK(g5.at("algo") == 5);
   CHECK(g5.at("wino_k") == 64);
-  CHECK(g5.at("wino_tiles") == 128);
+  CHECK(g5.at("wino_tiles") == 64);
+  CHECK(g5.at("wino_c") == 16);
+  CHECK(g5.at("wino_rk") == 8);
+  CHECK(g5.at("wino_rt") == 4);
+  // A single 56x56 image has 144 GEMM blocks (fewer than two an SM of 132): stages of 8, 4 x 8 accumulators.
+  auto n1_c64 = problem({{"dtype", "float32"}, {"n", "1"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "3"},
+                     {"padding", "1"}});
+  const Config s5 = fam().heuristic(*n1_c64, dev);
+  CHECK(s5.at("algo") == 5);
+  CHECK(s5.at("wino_tiles") == 64);
+  CHECK(s5.at("wino_c") == 8);
+  CHECK(s5.at("wino_rk") == 4);
+  CHECK(s5.at("wino_rt") == 8);
   // Channels last too.
   auto c64_nhwc = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
                            {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
@@ -1415,10 +1428,14 @@ TEST_CASE("Winograd F(4x4) as batched GEMMs (algo 5): one cooperative launch, it
   const DeviceInfo dev = nominal_device(90);
   auto c128 = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "128"}, {"h", "28"}, {"w", "28"}, {"k", "128"},
                        {"r", "3"}, {"padding", "1"}});
-  const Config g5 = fam().heuristic(*c128, dev);
-  REQUIRE(g5.at("algo") == 5);
+  const Config d5 = fam().heuristic(*c128, dev);
+  REQUIRE(d5.at("algo") == 5);
+  CHECK(fam().check(*c128, d5, dev).empty());
+  // The layer's tuned pick on the H200: 64 output channels x 128 tiles a GEMM block, 8 x 8 accumulators a thread:
+  // 8 x 16 = 128 threads (the default has 64 x 64 of 8 x 4).
+  Config g5 = d5;
+  g5.set("wino_tiles", 128), g5.set("wino_rt", 8);
   CHECK(fam().check(*c128, g5, dev).empty());
-  // 64 output channels x 128 tiles a GEMM block, 8 x 8 accumulators a thread: 8 x 16 = 128 threads.
   const auto g = templates::conv2d::detail::wgemm_geometry(as_conv(*c128), g5);
   CHECK(g.threads == 128);
   CHECK(g.cp == 128);
@@ -1488,9 +1505,9 @@ TEST_CASE("Winograd F(4x4) as batched GEMMs (algo 5): one cooperative launch, it
   auto nhwc = problem({{"dtype", "float32"}, {"n", "32"}, {"c", "128"}, {"h", "28"}, {"w", "28"}, {"k", "128"},
                        {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
   const Config n5 = fam().heuristic(*nhwc, dev);
-  CHECK(n5 == g5);
-  CHECK(templates::conv2d::detail::wgemm_geometry(as_conv(*nhwc), n5).shared_bytes == 4 * 2 * 16 * (64 + 128 + 4));
-  CHECK(fam().source(*nhwc, n5).name_expression == "jitune::conv::conv2d_winograd_gemm<1, 128, 128, 64, 128, 16, 8, 8, 1, 0>");
+  CHECK(n5 == d5);
+  CHECK(templates::conv2d::detail::wgemm_geometry(as_conv(*nhwc), n5).shared_bytes == 4 * 2 * 16 * (64 + 64 + 4));
+  CHECK(fam().source(*nhwc, n5).name_expression == "jitune::conv::conv2d_winograd_gemm<1, 128, 128, 64, 64, 16, 8, 4, 1, 0>");
 }
 
 TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as an opt-in; signature, rules, NVRTC") {
