@@ -44,7 +44,7 @@ SHAPES = [
     (1, 16, 512, 512, 16, 3, 1, 0, "float32"),
 ]
 # conv2d's algo values: Winograd F(2x2), F(4x4) fused and F(4x4) as batched GEMMs are 3, 4 and 5.
-ALGOS = {0: "direct", 1: "igemm", 2: "tcd", 3: "wino2", 4: "wino4", 5: "wino4_gemm"}
+ALGOS = {0: "direct", 1: "igemm", 2: "tcd", 3: "wino2", 4: "wino4", 5: "wino4_gemm", 6: "stream1x1"}
 
 
 def name(s):

@@ -153,6 +153,10 @@ namespace detail {
 
 Config heuristic(const ConvProblem& p, const DeviceInfo& device) {
   const auto& s = p.shape();
+  if (stream_preferred(p, device)) {
+    const Config st = stream_heuristic(p, device);
+    if (stream_hard_check(p, st, device).empty()) return st;
+  }
   if (tcd_preferred(p, device)) {
     const Config tc = tcd_heuristic(p, device);
     if (tcd_hard_check(p, tc, device).empty()) return tc;
@@ -199,6 +203,10 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
     std::string why = tcd_hard_check(p, config, device);
     return why.empty() ? tcd_neighbourhood_check(p, config, device) : why;
   }
+  if (config.at("algo") == 6) {
+    std::string why = stream_hard_check(p, config, device);
+    return why.empty() ? stream_neighbourhood_check(p, config, device) : why;
+  }
   if (config.at("algo") >= 3) {
     std::string why = wino_hard_check(p, config, device);
     return why.empty() ? wino_neighbourhood_check(p, config, device) : why;
@@ -216,6 +224,7 @@ std::string check(const ConvProblem& p, const Config& config, const DeviceInfo& 
 std::string kernel_limits(const ConvProblem& problem, const Config& config, const DeviceInfo& device) {
   if (config.at("algo") == 1) return detail::igemm_hard_check(problem, config, device);
   if (config.at("algo") == 2) return detail::tcd_hard_check(problem, config, device);
+  if (config.at("algo") == 6) return detail::stream_hard_check(problem, config, device);
   if (config.at("algo") >= 3) return detail::wino_hard_check(problem, config, device);
   return hard_check(problem, config, device);
 }

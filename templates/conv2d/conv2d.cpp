@@ -11,7 +11,7 @@ class ConvFamily final : public Family {
   ConvFamily()
       : space_({
             {"algo",
-             {0, 1, 2, 3, 4, 5},
+             {0, 1, 2, 3, 4, 5, 6},
              "0: direct kernel (FFMA on shared-memory tiles, any dtype); 1: implicit GEMM on tensor cores "
              "(mma.sync on sm_80+ or wgmma on sm_90, float16 / bfloat16, or float32 on TF32 tensor cores where the "
              "problem's precision is tf32); 2: direct on tensor cores (a shared halo tile read by "
@@ -19,7 +19,9 @@ class ConvFamily final : public Family {
              "stride 1, dilation 1, either layout); 4: Winograd F(4x4, 3x3), as 3 with 4x4 output tiles (2.25x "
              "fewer products than 3, about four times its rounding error); 5: Winograd F(4x4, 3x3) as 4, in one "
              "cooperative launch of three passes: transforms into a workspace, the 36 products as batched GEMMs of "
-             "block tiles up to 128 x 128, the output transform"},
+             "block tiles up to 128 x 128, the output transform; 6: an NCHW 1x1 convolution of stride 1 without padding "
+             "(float16 / bfloat16, sm_80+) as a streaming GEMM on mma.sync: persistent blocks keep w in shared "
+             "memory, copy tiles of pixels by cp.async and store 16-byte runs of pixels"},
             {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", {0}},
             {"out_w", {1, 2, 4}, "direct: contiguous output columns per thread", "algo", {0}},
             {"block_h", {1, 2, 4, 8, 16}, "direct: thread rows per block (tile height = block_h * out_h)", "algo", {0}},
@@ -45,17 +47,21 @@ class ConvFamily final : public Family {
              "direct: register cap per thread (blocks per SM); 255: none; cap * threads <= 65536",
              "algo",
              {0}},
-            {"tile_m", {32, 64, 128, 256}, "implicit GEMM: output pixels per block", "algo", {1}},
-            {"tile_n", {16, 32, 64, 128}, "implicit GEMM: output channels per block", "algo", {1}},
+            {"tile_m", {32, 64, 128, 256}, "implicit and streaming GEMM: output pixels per block", "algo", {1, 6}},
+            {"tile_n", {16, 32, 64, 128, 256}, "implicit and streaming GEMM: output channels per block (256: algo 6 "
+             "only)", "algo", {1, 6}},
             {"tile_k", {16, 32, 64}, "implicit GEMM: reduction (C * R * S) elements per shared-memory stage",
              "algo", {1}},
-            {"warps_m", {1, 2, 4}, "implicit GEMM: warps along the pixels (warp tile tile_m / warps_m)", "algo", {1}},
-            {"warps_n", {1, 2, 4}, "implicit GEMM: warps along the channels (warp tile tile_n / warps_n)", "algo", {1}},
+            {"warps_m", {1, 2, 4}, "implicit and streaming GEMM: warps along the pixels (warp tile tile_m / warps_m)",
+             "algo", {1, 6}},
+            {"warps_n", {1, 2, 4}, "implicit and streaming GEMM: warps along the channels (warp tile tile_n / "
+             "warps_n)", "algo", {1, 6}},
             {"min_blocks",
              {1, 2},
-             "implicit GEMM: blocks per SM the register allocation must allow (2: at most 32768 / threads registers)",
+             "implicit and streaming GEMM: blocks per SM the register allocation must allow (2: at most 32768 / "
+             "threads registers)",
              "algo",
-             {1}},
+             {1, 6}},
             {"mma",
              {0, 1},
              "implicit GEMM: 0: mma.sync, each warp a warp tile; 1: wgmma (sm_90), each of warps_m x warps_n "
@@ -72,9 +78,10 @@ class ConvFamily final : public Family {
              {0, 2, 3, 4, 6, 8},
              "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-8: a cp.async pipeline "
              "of that many shared buffers (C a multiple of 8, TF32 4: channels last, repack 1, or an NCHW 1x1 "
-             "convolution of stride 1 without padding on wgmma, its pixels copied in runs; 16-bit only)",
+             "convolution of stride 1 without padding on wgmma, its pixels copied in runs; 16-bit only); streaming "
+             "GEMM: 2-4 tiles of pixels in the ring",
              "algo",
-             {1}},
+             {1, 6}},
             {"repack",
              {0, 1},
              "implicit GEMM, NCHW: 1: one cooperative launch copies x and w to channels last in the workspace, "
@@ -108,11 +115,14 @@ class ConvFamily final : public Family {
   std::string_view name() const override { return "conv2d"; }
   std::string_view template_name() const override { return "conv2d/conv2d.cuh"; }
   std::vector<std::string_view> templates() const override {
-    return {template_name(), detail::kWinograd4Template, detail::kWinogradGemmTemplate};
+    return {template_name(), detail::kWinograd4Template, detail::kWinogradGemmTemplate, detail::kStreamTemplate};
   }
   std::string_view template_of(const Config& config) const override {
     const std::int64_t algo = config.at("algo");
-    return algo == 4 ? detail::kWinograd4Template : algo == 5 ? detail::kWinogradGemmTemplate : template_name();
+    return algo == 4   ? detail::kWinograd4Template
+           : algo == 5 ? detail::kWinogradGemmTemplate
+           : algo == 6 ? detail::kStreamTemplate
+                       : template_name();
   }
   const Space& space() const override { return space_; }
   // About 0.6 s of NVRTC per candidate on an H100 host, mostly the NVVM optimizer on the unrolled body.
@@ -192,6 +202,7 @@ class ConvFamily final : public Family {
   // workspace kept for a stream needs no clearing again.
   LaunchPrep prep(const Problem& problem, const Config& config) const override {
     const auto& p = static_cast<const ConvProblem&>(problem);
+    if (config.at("algo") == 6) return {};  // the streaming GEMM needs no workspace
     return config.at("algo") == 5 ? detail::wgemm_prep(p, config) : detail::igemm_prep(p, config);
   }
 
@@ -199,16 +210,25 @@ class ConvFamily final : public Family {
   // x or w less aligned, runs the register-staged kernel of the same tiles (it reads any alignment). A repacking
   // kernel reads any alignment into its aligned copies. An NCHW x read as pixel runs needs only its pointer
   // aligned: the kernel sizes its copies by H * W, so a 14 x 14 image's 28-byte rows (alignment class 4) do not
-  // matter there.
+  // matter there. The streaming GEMM (algo 6) copies x and w and stores y (and reads the residual) in 16-byte runs:
+  // with any of them less aligned, slot 1 is the implicit GEMM through registers (stream_fallback).
   int variant(const Problem& problem, const Config& tuned, const Bindings& b) const override {
+    auto aligned = [](const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0; };
+    if (tuned.at("algo") == 6) {
+      const bool residual = static_cast<const ConvProblem&>(problem).residual();
+      return aligned(b.pointers[0]) && b.alignment[1] >= 16 && aligned(b.at(3)) && (!residual || aligned(b.pointers[4]))
+                 ? 0
+                 : 1;
+    }
     if (tuned.at("algo") != 1 || tuned.at("stages") == 0 || tuned.at("repack") == 1) return 0;
     const bool pixel_runs = static_cast<const ConvProblem&>(problem).shape().layout == ImageLayout::kNCHW;
-    const bool x_aligned =
-        pixel_runs ? reinterpret_cast<std::uintptr_t>(b.pointers[0]) % 16 == 0 : b.alignment[0] >= 16;
+    const bool x_aligned = pixel_runs ? aligned(b.pointers[0]) : b.alignment[0] >= 16;
     return x_aligned && b.alignment[1] >= 16 ? 0 : 1;
   }
 
-  Config variant_config(const Problem&, const Config& tuned, int slot, const DeviceInfo&) const override {
+  Config variant_config(const Problem& problem, const Config& tuned, int slot, const DeviceInfo& device) const override {
+    if (slot == 1 && tuned.at("algo") == 6)
+      return detail::stream_fallback(static_cast<const ConvProblem&>(problem), device);
     Config c = tuned;
     if (slot == 1) {
       c.set("stages", 0);

@@ -17,6 +17,8 @@ namespace jitune::templates::conv2d::detail {
 inline constexpr std::string_view kWinograd4Template = "conv2d/winograd4.cuh";
 /// The template of algo 5 (Winograd F(4x4, 3x3) as batched GEMMs in one cooperative launch), likewise.
 inline constexpr std::string_view kWinogradGemmTemplate = "conv2d/winograd4_gemm.cuh";
+/// The template of algo 6 (the NCHW 1x1 streaming GEMM), likewise.
+inline constexpr std::string_view kStreamTemplate = "conv2d/conv1x1.cuh";
 /// Registers a thread can hold; the kernels' register estimates are checked against it.
 inline constexpr std::int64_t kMaxRegisters = 255;
 /// The largest workspace repack 1 may ask for (its copies of x and w): 4 GiB.
@@ -164,5 +166,35 @@ KernelSource wgemm_source(const ConvProblem& p, const Config& config);
 LaunchShape wgemm_launch_shape(const ConvProblem& p, const Config& config);
 /// The barrier counter (zeroed once; the kernel resets it), then U, V and M.
 LaunchPrep wgemm_prep(const ConvProblem& p, const Config& config);
+
+// conv1x1.cpp: the NCHW 1x1 convolution as a streaming GEMM (algo 6)
+/// conv1x1.cuh's block, warp tiles and shared memory (StreamLayout) for a config: tile_n output channels and tile_m
+/// pixels a block, warps_n x warps_m warps.
+struct StreamGeometry {
+  std::int64_t tile_k = 0, tile_p = 0, warps_k = 0, warps_p = 0, warp_k = 0, warp_p = 0;
+  std::int64_t threads = 0, accumulators = 0, register_estimate = 0;
+  std::int64_t cp = 0, kp = 0;         ///< C rounded up to 16, K to tile_n.
+  std::int64_t pixels = 0, tiles = 0;  ///< P * Q; pixel tiles of the batch.
+  std::int64_t shared_bytes = 0;
+};
+StreamGeometry stream_geometry(const ConvProblem& p, const Config& config);
+/// Why the problem is not algo 6's (float16 / bfloat16, NCHW 1x1 of stride 1 without padding, H * W and C multiples
+/// of 8), empty if it is.
+std::string stream_problem_check(const ConvProblem& p);
+/// What algo 6 cannot run (the problem, sm_80, warp tiles, stages, threads, registers, shared memory, tiles mostly
+/// idle), empty if it can.
+std::string stream_hard_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// The configs worth timing: 4 or 8 warps of 32 or 64 channels x 32 or 64 pixels, two blocks an SM only where they fit.
+std::string stream_neighbourhood_check(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// Whether the untuned default runs algo 6: stream_problem_check passes, sm_80 or newer, K >= C (where the stores
+/// outweigh the loads); its default must also pass the kernel's limits.
+bool stream_preferred(const ConvProblem& p, const DeviceInfo& device);
+Config stream_heuristic(const ConvProblem& p, const DeviceInfo& device);
+/// What a call with x, w, y or the residual less than 16-byte aligned runs instead (Family::variant slot 1): the
+/// implicit GEMM through registers.
+Config stream_fallback(const ConvProblem& p, const DeviceInfo& device);
+KernelSource stream_source(const ConvProblem& p, const Config& config);
+/// Persistent blocks: min_blocks an SM where the shared memory holds them.
+LaunchShape stream_launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 
 }  // namespace jitune::templates::conv2d::detail

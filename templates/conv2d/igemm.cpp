@@ -112,6 +112,8 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
            " problem keeps its products exact: the direct kernel (algo 0) or Winograd (algo 3)";
   if (device.cc() < 80)
     return "algo 1 needs mma.sync on bfloat16 / float16 / TF32 (sm_80 or newer); the device is " + device.arch();
+  if (c.at("tile_n") > 128)
+    return "tile_n " + std::to_string(c.at("tile_n")) + " is the streaming GEMM's (algo 6); algo 1 takes 16 to 128" + cfg();
   const std::int64_t v = chunk_elements(p);
   if (s.c * s.r * s.s > (std::int64_t{1} << 30))
     return "algo 1 indexes the reduction C * R * S = " + std::to_string(s.c * s.r * s.s) + " in 32 bits";

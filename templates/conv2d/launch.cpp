@@ -41,6 +41,7 @@ KernelSource program(const ConvProblem& p, std::string name, std::string_view en
 KernelSource source(const ConvProblem& p, const Config& config) {
   if (config.at("algo") == 1) return igemm_source(p, config);
   if (config.at("algo") == 2) return tcd_source(p, config);
+  if (config.at("algo") == 6) return stream_source(p, config);
   if (config.at("algo") >= 3) return wino_source(p, config);
   const auto& s = p.shape();
   std::string name = "jitune::conv::conv2d<" + std::string(dtype_cuda_type(p.dtype()));
@@ -56,6 +57,7 @@ KernelSource source(const ConvProblem& p, const Config& config) {
 LaunchShape launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
   if (config.at("algo") == 1) return igemm_launch_shape(p, config);
   if (config.at("algo") == 2) return tcd_launch_shape(p, config, device);
+  if (config.at("algo") == 6) return stream_launch_shape(p, config, device);
   if (config.at("algo") >= 3) return wino_launch_shape(p, config);
   const TileGeometry g = tile_geometry(p, config);
   const std::int64_t tiles = ((p.p() + g.tile_h - 1) / g.tile_h) * ((p.q() + g.tile_w - 1) / g.tile_w);
@@ -117,10 +119,10 @@ void push_args(const ConvProblem& p, const Config& config, const void* x, const 
   };
   static_assert(sizeof(ArgsLayout) == 72);
   const auto& s = p.shape();
-  // tiles_x: output tiles along Q for the direct kernels and Winograd (2 or 4 columns each); the implicit GEMM does
-  // not read it.
+  // tiles_x: output tiles along Q for the direct kernels and Winograd (2 or 4 columns each); the implicit GEMM and
+  // the streaming GEMM do not read it.
   const std::int64_t algo = config.at("algo");
-  const std::int64_t tile_w = algo == 1   ? 1
+  const std::int64_t tile_w = algo == 1 || algo == 6 ? 1
                               : algo == 2 ? config.at("cols")
                               : algo == 3 ? 2
                               : algo >= 4 ? 4

@@ -6,7 +6,8 @@
 // (algo 4) likewise, every legal config of random shapes, and served from a stored record; sampled configurations of the
 // space through the tuner's verification, every knob value (cp.async stages, split-K and algo 2's tiles included)
 // launched directly; TF32 (precision tf32) on the implicit GEMM over both layouts, odd channels, misaligned pointers
-// and every knob value; the tuned pick; N = 0 and bad input.
+// and every knob value; the NCHW 1x1 streaming GEMM (algo 6) over odd C and K, pixel tails, every knob value and
+// misaligned calls; the tuned pick; N = 0 and bad input.
 #include <jitune/jitune.hpp>
 #include <jitune/tuner.hpp>
 
@@ -591,6 +592,19 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch matc
   CHECK(launched >= 8);
 }
 
+// A 1x1 layer of stride 1 without padding for the NCHW 1x1 tests: sizes, bias, epilogue, dtype.
+struct Layer1x1 {
+  std::int64_t n, c, h, w, k;
+  bool bias;
+  const char* epilogue;
+  DType dtype;
+  templates::conv2d::ConvProblem::Shape shape() const {
+    templates::conv2d::ConvProblem::Shape s;
+    s.n = n, s.c = c, s.h = h, s.w = w, s.k = k, s.r = s.s = 1, s.bias = bias, s.epilogue = epilogue;
+    return s;
+  }
+};
+
 TEST_CASE("NCHW 1x1 convolutions read x in place as pixel runs (wgmma's pixel-major A) and match the CPU reference") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
@@ -603,22 +617,14 @@ TEST_CASE("NCHW 1x1 convolutions read x in place as pixel runs (wgmma's pixel-ma
   // cross images; C off 64 (a partial last stage, zero-filled), K off the tile, pixels off the tile; bias; an
   // epilogue with a residual; both 16-bit types. Persistent blocks (persist 1) too, on a layer of more tiles than
   // resident blocks, so each block stores several tiles while copying the next.
-  struct Shape {
-    std::int64_t n, c, h, w, k;
-    bool bias;
-    const char* epilogue;
-    DType dtype;
-  };
   driver::StreamHandle stream;
   std::size_t launched = 0, persistent = 0;
-  for (const Shape& k : {Shape{3, 72, 16, 20, 96, true, "", DType::kFloat16},
-                         Shape{5, 64, 14, 14, 64, false, "", DType::kBFloat16},
-                         Shape{2, 136, 15, 18, 200, true, "y = max(acc + r, 0.0f)", DType::kFloat16},
-                         Shape{7, 256, 7, 8, 72, false, "", DType::kBFloat16},
-                         Shape{8, 64, 56, 56, 200, true, "y = max(acc + r, 0.0f)", DType::kFloat16}}) {
-    templates::conv2d::ConvProblem::Shape s;
-    s.n = k.n, s.c = k.c, s.h = k.h, s.w = k.w, s.k = k.k, s.r = s.s = 1, s.bias = k.bias, s.epilogue = k.epilogue;
-    const templates::conv2d::ConvProblem p(k.dtype, s);
+  for (const Layer1x1& k : {Layer1x1{3, 72, 16, 20, 96, true, "", DType::kFloat16},
+                         Layer1x1{5, 64, 14, 14, 64, false, "", DType::kBFloat16},
+                         Layer1x1{2, 136, 15, 18, 200, true, "y = max(acc + r, 0.0f)", DType::kFloat16},
+                         Layer1x1{7, 256, 7, 8, 72, false, "", DType::kBFloat16},
+                         Layer1x1{8, 64, 56, 56, 200, true, "y = max(acc + r, 0.0f)", DType::kFloat16}}) {
+    const templates::conv2d::ConvProblem p(k.dtype, k.shape());
     INFO(p.signature());
     std::vector<Config> configs;
     auto add = [&](std::int64_t tm, std::int64_t tn, std::int64_t wm, std::int64_t wn, std::int64_t stages,
@@ -650,25 +656,81 @@ TEST_CASE("NCHW 1x1 convolutions read x in place as pixel runs (wgmma's pixel-ma
   }
   CHECK(launched >= 20);
   CHECK(persistent >= 8);
-  // Through the public call: the default of a large 1x1 reads x in place (stages, no repack); an x or w off 16
-  // bytes runs the same tiles through registers (Family::variant), still correct.
-  templates::conv2d::ConvProblem::Shape s;
-  s.n = 8, s.c = 256, s.h = 28, s.w = 28, s.k = 128, s.r = s.s = 1, s.bias = true;
-  const templates::conv2d::ConvProblem p(DType::kFloat16, s);
-  const Config c = Config::parse(rt.explain("conv2d", p.signature()).config);
-  CHECK(c.at("algo") == 1);
-  CHECK(c.at("repack") == 0);
-  CHECK(c.at("stages") > 0);
-  check_conv(rt, DType::kFloat16, s, 0, 91);
-  check_conv(rt, DType::kFloat16, s, 1, 92);
-  // 14 x 14 images: x's alignment class is 4 (28-byte rows), its pointer aligned: still the pipeline (8-byte
-  // pieces, Family::variant looks at the pointer); one element off: registers.
-  templates::conv2d::ConvProblem::Shape t = s;
-  t.n = 32, t.h = t.w = 14, t.k = 256, t.bias = false;
+  // Through the public call (14 x 14 images: H * W is not a multiple of 8, so the default is the implicit GEMM,
+  // not algo 6): x's alignment class is 4 (28-byte rows), its pointer aligned: still the pipeline (8-byte pieces,
+  // Family::variant looks at the pointer); one element off: registers.
+  templates::conv2d::ConvProblem::Shape t;
+  t.n = 32, t.c = 256, t.h = t.w = 14, t.k = 256, t.r = t.s = 1, t.bias = false;
   const templates::conv2d::ConvProblem q(DType::kFloat16, t);
   CHECK(Config::parse(rt.explain("conv2d", q.signature()).config).at("stages") > 0);
   check_conv(rt, DType::kFloat16, t, 0, 93);
   check_conv(rt, DType::kFloat16, t, 1, 94);
+}
+
+TEST_CASE("the NCHW 1x1 streaming GEMM (algo 6) matches the CPU reference: odd C and K, tails, bias, an epilogue, every knob value, misaligned calls") {
+  TempDir dir;
+  Runtime rt(test::isolated_options(dir));
+  if (rt.device().cc() < 80) {
+    MESSAGE("skipped: algo 6 runs on mma.sync (sm_80 or newer); this device is " << rt.device().arch());
+    return;
+  }
+  const Family& fam = templates::conv2d::conv2d_family();
+  // C a multiple of 8 but not of 16 (a zero-padded k16 step), K off every tile (rows past K), images of fewer pixels
+  // than a tile and pixel tails, a layer of more tiles than resident blocks (each block takes several in turn with
+  // its ring running ahead), bias, a residual epilogue, both 16-bit types.
+  driver::StreamHandle stream;
+  std::size_t launched = 0;
+  std::set<std::pair<std::string, std::int64_t>> seen;
+  for (const Layer1x1& k : {Layer1x1{3, 72, 16, 20, 96, true, "", DType::kFloat16},
+                         Layer1x1{2, 24, 15, 16, 40, true, "y = max(acc + r, 0.0f)", DType::kFloat16},
+                         Layer1x1{5, 64, 8, 9, 200, false, "", DType::kBFloat16},
+                         Layer1x1{1, 8, 2, 4, 8, false, "", DType::kFloat16},
+                         Layer1x1{7, 256, 7, 8, 64, false, "", DType::kBFloat16},
+                         Layer1x1{8, 64, 56, 56, 256, true, "y = acc * 0.5f + r", DType::kFloat16}}) {
+    const templates::conv2d::ConvProblem p(k.dtype, k.shape());
+    INFO(p.signature());
+    // The tuned neighbourhood's algo 6 candidates (every third), then shapes off it: 16-pixel and 16-channel warp
+    // tiles, 256 channels a block, every ring depth, two blocks an SM.
+    std::vector<Config> configs;
+    std::size_t pruned = 0, i = 0;
+    for (const Config& c : tuner::legal_candidates(fam, p, rt.device(), pruned))
+      if (c.at("algo") == 6 && i++ % 3 == 0) configs.push_back(c);
+    for (auto [tn, tm, wn, wm, stages, mb] :
+         {std::array<std::int64_t, 6>{32, 32, 2, 2, 2, 1}, {64, 128, 1, 4, 4, 1}, {256, 64, 4, 1, 3, 1},
+          {16, 64, 1, 2, 2, 2}, {128, 32, 2, 1, 4, 2}, {64, 256, 1, 4, 2, 1}, {16, 32, 1, 2, 3, 1},
+          {16, 32, 1, 1, 4, 1}}) {
+      Config c{{"algo", 6},        {"tile_n", tn}, {"tile_m", tm},     {"warps_n", wn},
+               {"warps_m", wm},    {"stages", stages}, {"min_blocks", mb}};
+      for (const Param& param : fam.space().params())
+        if (!c.find(param.name)) c.set(param.name, param.values.front());
+      c = fam.space().canonical(std::move(c));
+      if (templates::conv2d::kernel_limits(p, c, rt.device()).empty()) configs.push_back(c);
+    }
+    REQUIRE(configs.size() >= 2);
+    for (const Config& c : configs)
+      for (const char* name : {"tile_n", "tile_m", "warps_n", "warps_m", "stages", "min_blocks"})
+        seen.insert({name, c.at(name)});
+    CHECK(launch_and_check(rt, p, configs, stream.get()) == configs.size());
+    launched += configs.size();
+  }
+  CHECK(launched >= 40);
+  for (auto [name, value] : {std::pair<const char*, std::int64_t>{"tile_n", 16}, {"tile_n", 256}, {"tile_m", 32},
+                             {"tile_m", 256}, {"stages", 2}, {"stages", 3}, {"stages", 4}, {"min_blocks", 2},
+                             {"warps_n", 4}, {"warps_m", 4}}) {
+    INFO(name, "=", value);
+    CHECK(seen.count({name, value}) == 1);
+  }
+  // Through the public call: the default of a large 1x1 is algo 6; x, w, y and the residual one element off 16
+  // bytes run the implicit GEMM through registers instead (Family::variant), still correct; so does a 14 x 14 image.
+  templates::conv2d::ConvProblem::Shape s;
+  s.n = 8, s.c = 128, s.h = 28, s.w = 28, s.k = 256, s.r = s.s = 1, s.bias = true;
+  const templates::conv2d::ConvProblem p(DType::kFloat16, s);
+  CHECK(Config::parse(rt.explain("conv2d", p.signature()).config).at("algo") == 6);
+  check_conv(rt, DType::kFloat16, s, 0, 91);
+  check_conv(rt, DType::kFloat16, s, 1, 92);
+  s.epilogue = "y = max(acc + r, 0.0f)";
+  check_conv(rt, DType::kBFloat16, s, 0, 95);
+  check_conv(rt, DType::kBFloat16, s, 3, 96);
 }
 
 TEST_CASE("fused epilogues match the CPU reference on every algo and store path; a residual may be misaligned") {

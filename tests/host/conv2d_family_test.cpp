@@ -501,7 +501,7 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch; its
   // (pixel runs, below), repack 1 stays legal. Split-K's counters follow the barrier's.
   auto one = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "256"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
                       {"r", "1"}});
-  Config split = fam().heuristic(*one, hopper);
+  Config split = templates::conv2d::detail::igemm_heuristic(as_conv(*one), hopper);
   CHECK(split.at("repack") == 0);
   split.set("repack", 1);
   REQUIRE(templates::conv2d::kernel_limits(as_conv(*one), split, hopper).empty());  // legal, off the neighbourhood
@@ -570,9 +570,10 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
     for (auto& [k, v] : more) o[k] = v;
     return problem(o);
   };
-  // The sm_90 default of a layer read as pixel runs: wgmma, 3 cp.async stages, legal.
+  // The sm_90 implicit-GEMM default of a layer read as pixel runs: wgmma, 3 cp.async stages, legal (the family's
+  // default where H * W is a multiple of 8 and w fits the shared memory is algo 6, its own test below).
   auto pixel_runs_default = [&](const Problem& q) {
-    const Config c = fam().heuristic(q, hopper);
+    const Config c = templates::conv2d::detail::igemm_heuristic(as_conv(q), hopper);
     INFO(q.signature(), " -> ", c.text());
     CHECK(c.at("algo") == 1);
     CHECK(c.at("mma") == 1);
@@ -590,7 +591,7 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
   auto expand = one("56", "56", "64", {{"k", "256"}});
   const Config he = pixel_runs_default(*expand);
   CHECK(he.at("tile_n") == 128);
-  CHECK(fam().heuristic(*expand, ampere).at("algo") == 0);
+  CHECK(templates::conv2d::detail::igemm_heuristic(as_conv(*expand), ampere).at("stages") == 0);
   // Small layers too (the neighbourhood keeps no other implicit GEMM there): 64-pixel tiles, split-K where the
   // tiles are few and the reduction long; K or N * P * Q of 32 or less (no legal 64 x 64 tile): registers.
   for (auto [n, h, c, k, split] : {std::array<std::int64_t, 5>{1, 14, 256, 64, 1}, {1, 14, 1024, 256, 2},
@@ -608,6 +609,7 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
                  {{"n", std::to_string(n)}, {"k", std::to_string(k)}});
     const Config hq = fam().heuristic(*q, hopper);
     INFO(q->signature(), " -> ", hq.text());
+    CHECK(hq.at("algo") == 1);
     CHECK(hq.at("stages") == 0);
     CHECK(fam().validate(*q, hq, hopper).empty());
   }
@@ -615,7 +617,7 @@ TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules
   // if larger: 128 channels x 136 halves), not three; the 256-channel layer fills all 3 of its 4 stages' buffers.
   CHECK(fam().launch_shape(*expand, he, hopper).shared_bytes == 128 * 136 * 2 + 1024);
   CHECK(fam().launch_shape(*p, h, hopper).shared_bytes == 3 * (128 + 64) * 64 * 2 + 1024);
-  CHECK(fam().heuristic(*p, ampere).at("stages") == 0);
+  CHECK(templates::conv2d::detail::igemm_heuristic(as_conv(*p), ampere).at("stages") == 0);
   // H * W even is enough (runs of 8, 4 or 2 pixels inside one image); odd, padded, strided or larger filters are
   // refused with the reason, and so are mma.sync and C off 8.
   CHECK(fam().validate(*one("14", "14", "256"), h, hopper).empty());
@@ -702,7 +704,7 @@ TEST_CASE("persist 1: the NCHW 1x1 pixel-run pipeline in one balanced wave of ti
     return problem(o);
   };
   auto expand = one("64", "256");
-  Config c = fam().heuristic(*expand, hopper);
+  Config c = templates::conv2d::detail::igemm_heuristic(as_conv(*expand), hopper);
   REQUIRE(c.at("stages") == 3);
   CHECK(c.at("persist") == 0);  // the default is not persistent
   c.set("tile_m", 64), c.set("warps_m", 1), c.set("tile_n", 64), c.set("persist", 1);
@@ -923,8 +925,10 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
                                      (param.when == "algo" && param.varies_under(3) && value != param.values.front()));
           // wgmma (mma 1) is sm_90's only.
           const bool sm90_only = cc != 90 && param.name == "mma" && value == 1;
-          // persist 1 runs only an NCHW 1x1 read as pixel runs (its own test above); this layer is 3x3.
-          const bool pixel_runs_only = param.name == "persist" && value == 1;
+          // persist 1 runs only an NCHW 1x1 read as pixel runs (its own test above); this layer is 3x3. So does the
+          // streaming GEMM (algo 6, whose alone tile_n 256 is: its own test).
+          const bool pixel_runs_only = (param.name == "persist" && value == 1) ||
+                                       (param.name == "algo" && value == 6) || (param.name == "tile_n" && value == 256);
           CHECK(seen.count({param.name, value}) == (too_wide || tensor_cores_only || direct_only ||
                                                             short_reduction_only || sm90_only || nchw_only ||
                                                             float32_only || pixel_runs_only
@@ -1000,7 +1004,8 @@ TEST_CASE("the tensor-core direct kernel's limits: filter registers, tile shapes
   // GEMM.
   auto c3 = problem({{"dtype", "float16"}, {"c", "3"}, {"h", "224"}, {"w", "224"}, {"k", "16"}, {"r", "3"}});
   CHECK(fam().heuristic(*c3, dev).at("algo") == 0);
-  // A 1x1 over 256 channels is short (C * R * S = 256) but 32 chunks a pixel: the implicit GEMM.
+  // A 1x1 over 256 channels is short (C * R * S = 256) but 32 chunks a pixel: the implicit GEMM (the streaming GEMM,
+  // algo 6, only where K >= C).
   auto c256 = problem({{"dtype", "float16"}, {"c", "256"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "1"}});
   CHECK(fam().heuristic(*c256, dev).at("algo") == 1);
   auto long_red = problem({{"dtype", "float16"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"}, {"r", "3"}});
@@ -1368,7 +1373,7 @@ TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own templa
   CHECK(src.program.find("#include \"conv2d/winograd4.cuh\"") == 0);
   CHECK(src.name_expression.find("jitune::conv::conv2d_winograd<4, 0, 128, 128, 16, 16, 8, 8, 8, 1, 1, 0>") == 0);
   CHECK(config_template_hash(fam(), f4) != config_template_hash(fam(), f2));
-  CHECK(template_hashes(fam()).size() == 3);
+  CHECK(template_hashes(fam()).size() == 4);
   // Its rounding error does not shrink with C as the float32 tolerance does: C >= 64 only.
   auto c48 = problem({{"dtype", "float32"}, {"c", "48"}, {"h", "28"}, {"w", "28"}, {"k", "128"}, {"r", "3"}});
   CHECK(templates::conv2d::kernel_limits(as_conv(*c48), f4, dev).find("only where C >= 64 (here C = 48)") !=
@@ -1628,8 +1633,9 @@ TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as
         if (param.when == "algo" && param.varies_under(1))
           for (std::int64_t value : param.values) {
             INFO("sm_", cc, " ", layout, " ", param.name, "=", value);
-            // Not in TF32: persistent pixel runs (16-bit NCHW 1x1 only), wgmma before sm_90; repacking is NCHW's.
-            const bool never = (param.name == "persist" && value == 1) ||
+            // Not in TF32: persistent pixel runs (16-bit NCHW 1x1 only), wgmma before sm_90; repacking is NCHW's; tile_n
+            // 256 is algo 6's.
+            const bool never = (param.name == "persist" && value == 1) || (param.name == "tile_n" && value == 256) ||
                                (param.name == "mma" && value == 1 && cc != 90) ||
                                (param.name == "repack" && value == 1 && std::string_view(layout) == "nhwc");
             CHECK(seen.count({param.name, value}) == (never ? 0u : 1u));
@@ -1639,6 +1645,150 @@ TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as
         require_compiles(compiler, *p, c, dev);
       }
     }
+}
+
+TEST_CASE("the NCHW 1x1 streaming GEMM (algo 6): its problems, limits, default, variant, its own template, NVRTC") {
+  const DeviceInfo hopper = nominal_device(90), ampere = nominal_device(80);
+  auto one = [](const char* c, const char* k, std::map<std::string, std::string> more = {}) {
+    std::map<std::string, std::string> o{{"dtype", "float16"}, {"n", "32"}, {"c", c},  {"h", "56"},
+                                         {"w", "56"},          {"k", k},    {"r", "1"}};
+    for (auto& [key, v] : more) o[key] = v;
+    return problem(o);
+  };
+  namespace d = templates::conv2d::detail;
+  // The default of the suite's 56x56 expansion on sm_80 and sm_90: 128 channels x 64 pixels of four warps, a ring
+  // of 2 tiles, two blocks an SM. Its reduction (K < C) keeps the implicit GEMM by default; algo 6's own default
+  // there: 64 channels x 64 pixels, one block an SM (that is what fits).
+  auto expand = one("64", "256"), reduce = one("256", "64");
+  const Config e = fam().heuristic(*expand, hopper), r = d::stream_heuristic(as_conv(*reduce), hopper);
+  CHECK(fam().heuristic(*reduce, hopper).at("algo") == 1);
+  CHECK(fam().heuristic(*one("64", "64"), hopper).at("algo") == 6);
+  CHECK(e.at("algo") == 6);
+  CHECK(e.at("tile_n") == 128);
+  CHECK(e.at("tile_m") == 64);
+  CHECK(e.at("warps_n") * e.at("warps_m") == 4);
+  CHECK(e.at("min_blocks") == 2);
+  CHECK(r.at("algo") == 6);
+  CHECK(r.at("tile_n") == 64);
+  CHECK(r.at("min_blocks") == 1);  // w (64 x 264 halves) and the ring of 256 channels: one block an SM
+  CHECK(fam().validate(*expand, e, hopper).empty());
+  CHECK(fam().validate(*reduce, r, hopper).empty());
+  CHECK(fam().heuristic(*expand, ampere).at("algo") == 6);
+  // Shared memory: w [256][64 + 8], the ring [2][64][64 + 8], four warps' stages [32][64 + 8]; no workspace.
+  const auto g = d::stream_geometry(as_conv(*expand), e);
+  CHECK(g.shared_bytes == 2 * (256 * 72 + 2 * 64 * 72 + 4 * 32 * 72));
+  CHECK(g.tiles == 32 * 49);
+  const LaunchShape shape = fam().launch_shape(*expand, e, hopper);
+  CHECK(shape.shared_bytes == g.shared_bytes);
+  CHECK(shape.block.x == 128);
+  CHECK(shape.grid.x == 2 * 132);  // persistent: two blocks an SM
+  CHECK(fam().prep(*expand, e).workspace_bytes == 0);
+  CHECK(fam().launch_shape(*one("64", "256", {{"n", "1"}, {"h", "8"}, {"w", "8"}}), e, hopper).grid.x == 1);
+  // Its own template: every record of algos 0-5 stays current.
+  CHECK(fam().template_of(e) == "conv2d/conv1x1.cuh");
+  const KernelSource src = fam().source(*expand, e);
+  CHECK(src.program.find("#include \"conv2d/conv1x1.cuh\"") == 0);
+  CHECK(src.name_expression == "jitune::conv::conv2d_1x1_stream<__half, 64, 256, 128, 64, 4, 1, 2, 2, 0>");
+  // What it does not run, with the reason and what runs instead; the default then takes algo 1.
+  auto why = [&](const Problem& q, std::initializer_list<std::pair<const char*, std::int64_t>> changes = {}) {
+    Config x = e;
+    for (auto [name, value] : changes) x.set(name, value);
+    return fam().validate(q, x, hopper);
+  };
+  CHECK(why(*one("64", "256", {{"dtype", "float32"}})).find("algo 6 (the NCHW 1x1 streaming GEMM) takes float16 or bfloat16") == 0);
+  CHECK(why(*one("64", "256", {{"layout", "nhwc"}})).find("NCHW 1x1 convolutions of stride 1 without padding") != std::string::npos);
+  CHECK(why(*one("64", "256", {{"stride", "2"}})).find("stride 1") != std::string::npos);
+  CHECK(why(*one("64", "256", {{"padding", "1"}})).find("without padding") != std::string::npos);
+  CHECK(why(*one("64", "256", {{"r", "3"}})).find("1x1") != std::string::npos);
+  CHECK(why(*one("64", "256", {{"h", "14"}, {"w", "14"}})).find("H * W = 196 is not a multiple of 8") != std::string::npos);
+  CHECK(why(*one("60", "256")).find("C = 60 is not a multiple of 8") != std::string::npos);
+  CHECK(fam().validate(*expand, e, nominal_device(75)).find("sm_80 or newer") != std::string::npos);
+  CHECK(why(*one("1024", "256")).find("keeps all of w (K x C = 256 x 1024)") != std::string::npos);
+  CHECK(fam().heuristic(*one("1024", "256"), hopper).at("algo") == 1);
+  CHECK(fam().heuristic(*one("64", "256", {{"h", "14"}, {"w", "14"}}), hopper).at("algo") == 1);
+  CHECK(why(*expand, {{"stages", 0}}).find("ring of 2 to 4 tiles") != std::string::npos);
+  CHECK(why(*expand, {{"stages", 6}}).find("ring of 2 to 4 tiles") != std::string::npos);
+  CHECK(why(*expand, {{"tile_n", 16}, {"warps_n", 2}}).find("whole multiples of 16 x 16") != std::string::npos);
+  CHECK(why(*expand, {{"tile_n", 256}, {"warps_n", 1}, {"tile_m", 256}, {"warps_m", 1}}).find("accumulators a thread") != std::string::npos);
+  CHECK(why(*reduce, {{"tile_n", 256}}).find("tile_n 256 is at least twice K = 64") != std::string::npos);
+  CHECK(why(*one("64", "256", {{"h", "4"}, {"w", "4"}}), {{"tile_m", 64}}).find("at least twice the image's 16 pixels") != std::string::npos);
+  // The tuned neighbourhood: 4 or 8 warps of 32 or 64 channels x 32 or 64 pixels; min_blocks 2 only where two fit.
+  CHECK(why(*expand, {{"tile_n", 64}, {"warps_n", 4}}).find("warp tile 16 x 64") != std::string::npos);
+  CHECK(why(*expand, {{"warps_n", 2}, {"warps_m", 1}}).find("2 warps a block") != std::string::npos);
+  CHECK(why(*reduce, {{"min_blocks", 2}, {"tile_n", 64}, {"warps_n", 2}, {"warps_m", 2}}).find("min_blocks 2 where the shared memory holds one block") != std::string::npos);
+  // tile_n 256 is algo 6's; algo 1 refuses it by name.
+  Config ig = d::igemm_heuristic(as_conv(*expand), hopper);
+  ig.set("tile_n", 256);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*expand), ig, hopper).find("tile_n 256 is the streaming GEMM's (algo 6)") == 0);
+  std::size_t pruned = 0, six = 0, wide = 0;
+  for (const Config& c : tuner::legal_candidates(fam(), *expand, hopper, pruned))
+    if (c.at("algo") == 6) ++six, wide += c.at("tile_n") == 256;
+  MESSAGE("float16 N32 C64 -> K256 56x56: ", six, " algo 6 candidates");
+  CHECK(six >= 12);
+  CHECK(six <= 120);
+  CHECK(wide >= 2);
+  // x, w, y or the residual off 16 bytes: the implicit GEMM through registers (variant 1), legal for every problem
+  // algo 6 takes; aligned: the streaming GEMM itself.
+  alignas(16) static const std::byte block[64] = {};
+  const std::uint8_t aligned_classes[] = {16, 16, 16, 16, 16}, w_off[] = {16, 8, 16, 16, 16};
+  const void* aligned_ptrs[] = {block, block, nullptr, block, nullptr};
+  const void* x_off[] = {block + 2, block, nullptr, block, nullptr};
+  const void* y_off[] = {block, block, nullptr, block + 8, nullptr};
+  Bindings b;
+  b.alignment = aligned_classes;
+  b.pointers = aligned_ptrs;
+  CHECK(fam().variant(*expand, e, b) == 0);
+  b.pointers = x_off;
+  CHECK(fam().variant(*expand, e, b) == 1);
+  b.pointers = y_off;
+  CHECK(fam().variant(*expand, e, b) == 1);
+  b.pointers = aligned_ptrs;
+  b.alignment = w_off;
+  CHECK(fam().variant(*expand, e, b) == 1);
+  auto residual = one("64", "256", {{"epilogue", "y = acc + r"}});
+  const void* r_off[] = {block, block, nullptr, block, block + 4};
+  b.alignment = aligned_classes;
+  b.pointers = r_off;
+  CHECK(fam().variant(*residual, fam().heuristic(*residual, hopper), b) == 1);
+  for (auto [n, c, k, h] : {std::array<std::int64_t, 4>{32, 64, 256, 56}, {32, 256, 64, 56}, {1, 8, 8, 2},
+                            {3, 40, 24, 12}, {2, 512, 512, 28}}) {
+    auto q = one(std::to_string(c).c_str(), std::to_string(k).c_str(),
+                 {{"n", std::to_string(n)}, {"h", std::to_string(h)}, {"w", std::to_string(h)}});
+    for (const DeviceInfo& dev : {hopper, ampere}) {
+      const Config v = fam().variant_config(*q, e, 1, dev);
+      INFO(q->signature(), " -> ", v.text());
+      CHECK(v.at("algo") == 1);
+      CHECK(v.at("stages") == 0);
+      CHECK(templates::conv2d::kernel_limits(as_conv(*q), v, dev).empty());
+    }
+  }
+  // NVRTC: both 16-bit types, bias and a residual epilogue, K and C off the tiles (K = 40: rows past K; C = 24: a
+  // zero-padded k16 step), every ring depth, warp tiles of 32 and 64, 256 channels a block; without spilling. A
+  // 64 x 64 warp tile (128 accumulators) takes the bias but not an epilogue besides (the limits say so).
+  Compiler compiler;
+  std::size_t compiled = 0;
+  for (const char* dtype : {"float16", "bfloat16"})
+    for (auto [c, k, tn, tm, wn, wm, stages, mb, epi] :
+         {std::array<std::int64_t, 9>{64, 256, 256, 64, 4, 1, 2, 2, 0}, {24, 40, 64, 128, 2, 2, 3, 1, 1},
+          {256, 64, 64, 64, 2, 2, 4, 1, 1}, {64, 256, 128, 64, 4, 1, 2, 2, 1}}) {
+      std::map<std::string, std::string> more{{"dtype", dtype}, {"bias", "1"}};
+      if (epi) more["epilogue"] = "y = max(acc + r, 0.0f)";
+      auto q = one(std::to_string(c).c_str(), std::to_string(k).c_str(), more);
+      Config x = e;
+      x.set("tile_n", tn), x.set("tile_m", tm), x.set("warps_n", wn), x.set("warps_m", wm), x.set("stages", stages);
+      x.set("min_blocks", mb);
+      INFO(dtype, " ", x.text());
+      CHECK(require_compiles(compiler, *q, x, hopper).find(epi ? ", 1, jitune_conv_epilogue>" : ", 1>") !=
+            std::string::npos);
+      ++compiled;
+      if (!epi) {
+        auto q_epi = one(std::to_string(c).c_str(), std::to_string(k).c_str(),
+                         {{"dtype", dtype}, {"bias", "1"}, {"epilogue", "y = max(acc + r, 0.0f)"}});
+        CHECK(templates::conv2d::kernel_limits(as_conv(*q_epi), x, hopper).find("registers per thread") !=
+              std::string::npos);
+      }
+    }
+  CHECK(compiled == 8);
 }
 
 }  // namespace jitune
