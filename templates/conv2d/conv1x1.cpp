@@ -17,8 +17,8 @@ StreamGeometry stream_geometry(const ConvProblem& p, const Config& c) {
   g.warp_k = g.tile_k / g.warps_k;
   g.warp_p = g.tile_p / g.warps_p;
   g.accumulators = (g.warp_k / 16) * (g.warp_p / 8) * 4;
-  g.cp = ceil_div(s.c, 16) * 16;
-  g.kp = ceil_div(s.k, g.tile_k) * g.tile_k;
+  g.cp = round_up(s.c, 16);
+  g.kp = round_up(s.k, g.tile_k);
   g.pixels = p.p() * p.q();
   g.tiles = s.n * ceil_div(g.pixels, g.tile_p);
   // StreamLayout: w [Kp][Cp + 8], the ring [stages][Cp][tile_p + 8], each warp's stage [warp_k][warp_p + 8].

@@ -26,6 +26,13 @@ inline constexpr std::size_t kMaxRepackWorkspace = std::size_t{1} << 32;
 inline constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
+inline constexpr std::int64_t round_up(std::int64_t a, std::int64_t b) {
+  return ceil_div(a, b) * b;
+}
+/// Workspace regions start on 256 bytes.
+inline constexpr std::size_t align256(std::size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
 
 // problem.cpp
 /// The problem of the options dtype, n, c, h, w, k, r, s, stride, padding, dilation, bias

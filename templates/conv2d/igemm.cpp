@@ -376,7 +376,6 @@ LaunchPrep igemm_prep(const ConvProblem& p, const Config& config) {
   const bool repack = config.at("repack") == 1;
   if (config.at("split_k") == 1 && !repack) return prep;
   const IgemmGeometry g = igemm_geometry(p, config);
-  auto align256 = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
   std::size_t split_bytes = 0;  // split-K: arrival counters (conv::igemm_counter_bytes), then the partial tiles
   const auto tiles = static_cast<std::size_t>(g.grid_m * g.grid_n);
   if (config.at("split_k") > 1)

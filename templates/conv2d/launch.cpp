@@ -8,9 +8,7 @@
 namespace jitune::templates::conv2d {
 namespace {
 
-std::int64_t round_up(std::int64_t a, std::int64_t b) {
-  return (a + b - 1) / b * b;
-}
+using detail::round_up;
 std::int64_t vector_of(std::int64_t n) {
   return n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1;
 }

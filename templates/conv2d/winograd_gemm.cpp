@@ -10,13 +10,6 @@ namespace {
 
 constexpr std::int64_t kPoints = 36;  // 6 x 6 transform positions of F(4x4, 3x3)
 
-std::int64_t round_up(std::int64_t a, std::int64_t b) {
-  return ceil_div(a, b) * b;
-}
-std::size_t align256(std::size_t bytes) {
-  return (bytes + 255) / 256 * 256;
-}
-
 }  // namespace
 
 WgemmGeometry wgemm_geometry(const ConvProblem& p, const Config& c) {
