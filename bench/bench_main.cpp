@@ -68,8 +68,9 @@ int main(int argc, char** argv) {
   CLI::App app{"jitune_bench: the public cases through the runtime API"};
   std::string json_out, cache;
   bool first_call = false, list = false, no_binaries = false;
-  std::vector<std::string> only;
+  std::vector<std::string> only, names;
   app.add_option("--family", only, "only these families' cases");
+  app.add_option("--case", names, "only cases whose name contains this text (repeatable)");
   app.add_option("--json", json_out, "write results here");
   app.add_option("--cache", cache, "user tuning cache file (default: the default cache)");
   app.add_flag("--first-call", first_call, "time only this process's first call, on the first default-suite case of "
@@ -78,9 +79,15 @@ int main(int argc, char** argv) {
                                              "kernels), so the call compiles with NVRTC");
   app.add_flag("--list", list, "print each case as family<TAB>name<TAB>signature (when known) and exit");
   CLI11_PARSE(app, argc, argv);
+  auto wanted = [&](const bench::Case& c) {
+    return (only.empty() || std::find(only.begin(), only.end(), c.family) != only.end()) &&
+           (names.empty() || std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+              return c.name.find(n) != std::string::npos;
+            }));
+  };
   if (list) {
     for (const bench::Case& c : bench::cases())
-      if (only.empty() || std::find(only.begin(), only.end(), c.family) != only.end())
+      if (wanted(c))
         std::printf("%s\t%s\t%s\n", c.family.c_str(), c.name.c_str(), c.signature.c_str());
     return 0;
   }
@@ -109,7 +116,7 @@ int main(int argc, char** argv) {
     bench::Context ctx{tuned, heuristic, copy, seed};
     int failures = 0;
     for (const bench::Case& c : bench::cases()) {
-      if (!only.empty() && std::find(only.begin(), only.end(), c.family) == only.end()) continue;
+      if (!wanted(c)) continue;
       ++ctx.seed;
       json r;
       try {

@@ -21,22 +21,7 @@ build/jitune_bench --list --family conv2d |
     report="$JITUNE_CACHE_DIR/tunes/$name.json"
     build/jitune --json tune conv2d --signature "$sig" --strategy exhaustive < /dev/null > "$report" ||
       { echo "  tune failed"; continue; }
-    python3 - "$name" "$report" <<'PY' | tee -a "$out/algos.txt"
-import json, sys
-r = json.load(open(sys.argv[2]))["results"][0]
-best, status = {}, {}
-for c in r["candidates"]:
-    algo = dict(kv.split("=") for kv in c["config"].split(","))["algo"]
-    status.setdefault(algo, {}).setdefault(c["status"], 0)
-    status[algo][c["status"]] += 1
-    if c["status"] != "ok":
-        continue
-    if algo not in best or c["time_us"] < best[algo][0]:
-        best[algo] = (c["time_us"], c["config"])
-fmt = "  ".join(f"algo {a}: {t:.2f}" for a, (t, _) in sorted(best.items()))
-print(f"{sys.argv[1]}: winner {r['best_us']:.2f} us ({r['best']}); fastest per algo (first timing) {fmt}; "
-      f"verdicts {status}")
-PY
+    python3 bench/experiments/tune_summary.py "$name" "$report" | tee -a "$out/algos.txt"
   done
 build/jitune cache export "$out/tuned.jsonl"
 tar -C "$JITUNE_CACHE_DIR" -czf "$out/tunes.tar.gz" tunes

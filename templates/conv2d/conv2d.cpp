@@ -83,9 +83,10 @@ class ConvFamily final : public Family {
              "algo",
              {1, 6}},
             {"repack",
-             {0, 1},
+             {0, 1, 2},
              "implicit GEMM, NCHW: 1: one cooperative launch copies x and w to channels last in the workspace, "
-             "then (after a grid barrier) runs the cp.async pipeline over the copies, writing y in NCHW",
+             "then (after a grid barrier) runs the cp.async pipeline over the copies, writing y in NCHW; 2: the "
+             "same with the copies as rings of 16-byte cp.async tiles (igemm_repack.cuh; x and w 16-byte aligned)",
              "algo",
              {1}},
             {"persist",
@@ -115,13 +116,15 @@ class ConvFamily final : public Family {
   std::string_view name() const override { return "conv2d"; }
   std::string_view template_name() const override { return "conv2d/conv2d.cuh"; }
   std::vector<std::string_view> templates() const override {
-    return {template_name(), detail::kWinograd4Template, detail::kWinogradGemmTemplate, detail::kStreamTemplate};
+    return {template_name(), detail::kWinograd4Template, detail::kWinogradGemmTemplate, detail::kStreamTemplate,
+            detail::kRepackTemplate};
   }
   std::string_view template_of(const Config& config) const override {
     const std::int64_t algo = config.at("algo");
     return algo == 4   ? detail::kWinograd4Template
            : algo == 5 ? detail::kWinogradGemmTemplate
            : algo == 6 ? detail::kStreamTemplate
+           : algo == 1 && config.at("repack") == 2 ? detail::kRepackTemplate
                        : template_name();
   }
   const Space& space() const override { return space_; }
@@ -207,8 +210,9 @@ class ConvFamily final : public Family {
   }
 
   // Slot 1: a cp.async pipeline (stages > 0) over x and w in place, tuned on 16-byte aligned tensors, called with
-  // x or w less aligned, runs the register-staged kernel of the same tiles (it reads any alignment). A repacking
-  // kernel reads any alignment into its aligned copies. An NCHW x read as pixel runs needs only its pointer
+  // x or w less aligned, runs the register-staged kernel of the same tiles (it reads any alignment). repack 1
+  // reads any alignment into its aligned copies; repack 2 copies (and unstages y in) 16-byte chunks, so with x, w or y
+  // less aligned slot 1 is repack 1 of the same tiles. An NCHW x read as pixel runs needs only its pointer
   // aligned: the kernel sizes its copies by H * W, so a 14 x 14 image's 28-byte rows (alignment class 4) do not
   // matter there. The streaming GEMM (algo 6) copies x and w and stores y (and reads the residual) in 16-byte runs:
   // with any of them less aligned, slot 1 is the implicit GEMM through registers (stream_fallback).
@@ -220,6 +224,8 @@ class ConvFamily final : public Family {
                  ? 0
                  : 1;
     }
+    if (tuned.at("algo") == 1 && tuned.at("repack") == 2)
+      return aligned(b.pointers[0]) && aligned(b.pointers[1]) && aligned(b.at(3)) ? 0 : 1;
     if (tuned.at("algo") != 1 || tuned.at("stages") == 0 || tuned.at("repack") == 1) return 0;
     const bool pixel_runs = static_cast<const ConvProblem&>(problem).shape().layout == ImageLayout::kNCHW;
     const bool x_aligned = pixel_runs ? aligned(b.pointers[0]) : b.alignment[0] >= 16;
@@ -230,6 +236,10 @@ class ConvFamily final : public Family {
     if (slot == 1 && tuned.at("algo") == 6)
       return detail::stream_fallback(static_cast<const ConvProblem&>(problem), device);
     Config c = tuned;
+    if (slot == 1 && tuned.at("algo") == 1 && tuned.at("repack") == 2) {
+      c.set("repack", 1);
+      return c;
+    }
     if (slot == 1) {
       c.set("stages", 0);
       c.set("persist", 0);  // persistent blocks run only the cp.async pipeline

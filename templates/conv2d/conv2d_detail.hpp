@@ -19,9 +19,11 @@ inline constexpr std::string_view kWinograd4Template = "conv2d/winograd4.cuh";
 inline constexpr std::string_view kWinogradGemmTemplate = "conv2d/winograd4_gemm.cuh";
 /// The template of algo 6 (the NCHW 1x1 streaming GEMM), likewise.
 inline constexpr std::string_view kStreamTemplate = "conv2d/conv1x1.cuh";
+/// The template of algo 1's repack 2 (NCHW copied to channels last by a ring of cp.async tiles), likewise.
+inline constexpr std::string_view kRepackTemplate = "conv2d/igemm_repack.cuh";
 /// Registers a thread can hold; the kernels' register estimates are checked against it.
 inline constexpr std::int64_t kMaxRegisters = 255;
-/// The largest workspace repack 1 may ask for (its copies of x and w): 4 GiB.
+/// The largest workspace repack 1 or 2 may ask for (its copies of x and w): 4 GiB.
 inline constexpr std::size_t kMaxRepackWorkspace = std::size_t{1} << 32;
 inline constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
@@ -80,6 +82,20 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& config);
 /// Why an NCHW x cannot feed the cp.async pipeline in place (its A operand as runs of consecutive pixels of one
 /// channel: a 1x1 filter, stride 1, no padding, H * W even), empty if it can.
 std::string pixel_runs_check(const ConvProblem& p);
+/// igemm_repack.cuh's RepackPlan for one batched transpose [B][C][L] -> [B][L][C] in ring stages of `capacity`
+/// elements of 16 / v bytes: channels and positions a tile (kc 0: neither whole rows nor 64-position segments fit).
+struct RepackPlan {
+  std::int64_t kc = 0, kl = 0;
+  bool flat = true;
+};
+RepackPlan repack_plan(std::int64_t c, std::int64_t l, std::int64_t capacity, std::int64_t v);
+/// Why repack 2's plan fits neither form for x or w under `config` (repack 1 copies any shape), empty if it fits.
+std::string repack2_check(const ConvProblem& p, const Config& config);
+/// Whether repack 2 stages y channels last in the workspace and unstages it to NCHW (P * Q not a multiple of the
+/// 16-byte chunk, where igemm.cuh's NCHW epilogue stores element by element).
+bool repack2_stages_y(const ConvProblem& p);
+/// Elements of one of repack 2's ring stages (igemm_repack.cuh's kCapacity).
+std::int64_t repack_capacity(const ConvProblem& p, const Config& config);
 /// Whether the default (and the only implicit GEMM of the tuned neighbourhood) reads x as pixel runs on wgmma: sm_90,
 /// float16 / bfloat16, pixel_runs_check passes, C a multiple of 8 and at least 64, K and N * P * Q above 32.
 bool pixel_runs_default(const ConvProblem& p, const DeviceInfo& device);

@@ -29,6 +29,58 @@ std::int64_t chunk_elements(const ConvProblem& p) {
 
 }  // namespace
 
+RepackPlan repack_plan(std::int64_t c, std::int64_t l, std::int64_t capacity, std::int64_t v) {
+  // Mirrors igemm_repack.cuh's repack_plan: 64-position segments of up to 64 channels where whole rows of 64
+  // channels do not fit a stage and L is a multiple of v, else whole rows split evenly over the tiles.
+  RepackPlan plan;
+  const std::int64_t wanted = std::min<std::int64_t>(c, 64);
+  const std::int64_t flat = std::min(c, capacity / l / v * v);
+  if (flat < wanted && l % v == 0 && capacity >= 64 * v) {
+    std::int64_t kc = wanted;  // halved in whole v groups until 64 positions of it fit (v channels always do)
+    while (kc > v && kc * 64 > capacity) kc = std::max(v, kc / 2 / v * v);
+    const std::int64_t kl = capacity / kc / 64 * 64;
+    plan.kc = kc, plan.kl = kl < l ? kl : round_up(l, 64), plan.flat = false;
+  } else if (flat >= v) {
+    const std::int64_t parts = ceil_div(c, flat);
+    plan.kc = round_up(ceil_div(c, parts), v), plan.kl = l;
+  }
+  return plan;
+}
+
+std::string repack2_check(const ConvProblem& p, const Config& c) {
+  const auto& s = p.shape();
+  const std::int64_t capacity = repack_capacity(p, c), v = chunk_elements(p);
+  for (const std::int64_t l : {s.r * s.s, s.h * s.w})
+    if (repack_plan(s.c, l, capacity, v).kc == 0)
+      return "repack 2 copies whole rows of " + std::to_string(l) + " positions or 64-position segments (" +
+             std::to_string(l) + " is not a multiple of " + std::to_string(v) + ") through ring stages of " +
+             std::to_string(capacity) + " elements, and neither fits: repack 1 copies any shape";
+  if (repack2_stages_y(p)) {
+    // y staged channels last, then unstaged v channels of a whole image at a time through the stage buffers.
+    if (s.k % v != 0)
+      return "repack 2 stages y channels last where P * Q = " + std::to_string(p.p() * p.q()) +
+             " is not a multiple of " + std::to_string(v) + ", in 16-byte chunks of channels: K a multiple of " +
+             std::to_string(v) + " (K = " + std::to_string(s.k) + "); repack 1 stores y in place";
+    if (4 * capacity < v * p.p() * p.q())
+      return "repack 2 unstages y " + std::to_string(v) + " channels of a whole " + std::to_string(p.p()) + " x " +
+             std::to_string(p.q()) + " image at a time, more than its " + std::to_string(4 * capacity) +
+             " elements of stage buffers; repack 1 stores y in place";
+  }
+  return {};
+}
+
+bool repack2_stages_y(const ConvProblem& p) {
+  return p.p() * p.q() % chunk_elements(p) != 0;
+}
+
+std::int64_t repack_capacity(const ConvProblem& p, const Config& c) {
+  // igemm_repack.cuh: kRepackRing (4) buffers in the GEMM's min(stages, stages per split) stage buffers.
+  const IgemmGeometry g = igemm_geometry(p, c);
+  const std::int64_t v = chunk_elements(p), stages = std::min(c.at("stages"), g.per_split);
+  const std::int64_t pitch = c.at("mma") == 1 ? c.at("tile_k") : c.at("tile_k") + v;
+  return stages * (c.at("tile_m") + c.at("tile_n")) * pitch / 4 / v * v;
+}
+
 std::string pixel_runs_check(const ConvProblem& p) {
   const auto& s = p.shape();
   if (s.r != 1 || s.s != 1 || s.stride_h != 1 || s.stride_w != 1 || s.pad_h != 0 || s.pad_w != 0)
@@ -83,7 +135,7 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
   g.shared_bytes = (persist ? main_bytes + out_bytes : std::max(main_bytes, out_bytes)) +
                    (stages > 0 ? 0 : 2 * tk * 16) + (wgmma ? 1024 : 0);
   // (TF32: one word of padding a channel).
-  if (c.at("repack") == 1)
+  if (c.at("repack") == 1)  // (repack 2's ring lives in the stage buffers)
     g.shared_bytes = std::max<std::int64_t>(g.shared_bytes, 64 * (g.threads + (es == 2 ? 2 : 1)) * es +
                                                                 (wgmma ? 1024 : 0));
   const std::int64_t mi = g.warp_m / 16, ni = g.warp_n / 8;
@@ -112,8 +164,10 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
            " problem keeps its products exact: the direct kernel (algo 0) or Winograd (algo 3)";
   if (device.cc() < 80)
     return "algo 1 needs mma.sync on bfloat16 / float16 / TF32 (sm_80 or newer); the device is " + device.arch();
-  if (c.at("tile_n") > 128)
-    return "tile_n " + std::to_string(c.at("tile_n")) + " is the streaming GEMM's (algo 6); algo 1 takes 16 to 128" + cfg();
+  // 256 channels a block: wgmma warpgroups only (mma.sync's warp tiles stop at 64 x 32 channels).
+  if (c.at("tile_n") > 128 && c.at("mma") != 1)
+    return "tile_n " + std::to_string(c.at("tile_n")) + " with mma.sync (mma 0); algo 1 takes 256 on wgmma (mma 1), "
+           "16 to 128 otherwise" + cfg();
   const std::int64_t v = chunk_elements(p);
   if (s.c * s.r * s.s > (std::int64_t{1} << 30))
     return "algo 1 indexes the reduction C * R * S = " + std::to_string(s.c * s.r * s.s) + " in 32 bits";
@@ -122,15 +176,23 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
       s.h + 2 * s.pad_h >= (std::int64_t{1} << 29) || s.w + 2 * s.pad_w >= (std::int64_t{1} << 29))
     return "algo 1 indexes one padded image (C x H x W = " + std::to_string(s.c) + " x " + std::to_string(s.h) +
            " x " + std::to_string(s.w) + ") in 32 bits";
-  if (c.at("repack") == 1) {
+  if (c.at("repack") != 0) {
+    const std::string rp = "repack " + std::to_string(c.at("repack"));
     if (s.layout != ImageLayout::kNCHW)
-      return "repack 1 copies an NCHW input to channels last; this x is channels last already: repack 0" + cfg();
+      return rp + " copies an NCHW input to channels last; this x is channels last already: repack 0" + cfg();
     if (s.c % v != 0 || c.at("stages") == 0)
-      return "repack 1 feeds the cp.async pipeline 16-byte taps: C a multiple of " + std::to_string(v) + " (C = " +
+      return rp + " feeds the cp.async pipeline 16-byte taps: C a multiple of " + std::to_string(v) + " (C = " +
              std::to_string(s.c) + ") and stages 2 to 8 (stages " + std::to_string(c.at("stages")) + ")" + cfg();
     if (const std::size_t bytes = igemm_prep(p, c).workspace_bytes; bytes > kMaxRepackWorkspace)
-      return "repack 1 copies x and w into a workspace of " + std::to_string(bytes) +
+      return rp + " copies x and w into a workspace of " + std::to_string(bytes) +
              " bytes; at most 4 GiB: repack 0 reads them in place" + cfg();
+    if (c.at("repack") == 2) {
+      // (A TF32 tile of two warpgroups spilled its copy ring's addressing under min_blocks 2's 128 registers.)
+      if (c.at("min_blocks") != 1)
+        return "repack 2 with min_blocks " + std::to_string(c.at("min_blocks")) +
+               ": its copy ring spills under the lower register cap (repack 1 takes it)" + cfg();
+      if (std::string why = repack2_check(p, c); !why.empty()) return why + cfg();
+    }
   }
   if (c.at("stages") > 0 && c.at("repack") == 0) {
     if (s.c % v != 0)
@@ -246,15 +308,20 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
            std::to_string(chunk_elements(p)) + "; tuned: 2 to 8)";
   // An NCHW 1x1 read as pixel runs on wgmma: the exhaustive H100 tunes of the suite's three 1x1 rows all picked it
   // (N32 C256 56x56: 28.87 us against 44.61 through registers and 68.17 repacked).
-  if (pixel_runs_default(p, device) && (c.at("stages") == 0 || c.at("repack") == 1))
-    return std::string(c.at("repack") == 1 ? "repack 1" : "stages 0") +
+  if (pixel_runs_default(p, device) && (c.at("stages") == 0 || c.at("repack") != 0))
+    return (c.at("repack") != 0 ? "repack " + std::to_string(c.at("repack")) : std::string("stages 0")) +
            " where the NCHW 1x1 is read in place as pixel runs (tuned: stages 3 to 8, repack 0, wgmma)";
   // The repacking kernel's GEMM is the channels-last pipeline, where wgmma beat mma.sync by 1.16-1.55x on every
   // channels-last case of the H100.
-  if (c.at("repack") == 1 && device.cc() == 90 && !wgmma)
-    return "repack 1 with mma.sync on sm_90 (tuned: wgmma, mma 1)";
+  if (c.at("repack") != 0 && device.cc() == 90 && !wgmma)
+    return "repack " + std::to_string(c.at("repack")) + " with mma.sync on sm_90 (tuned: wgmma, mma 1)";
   if (c.at("stages") > 0 && c.at("min_blocks") == 2)
     return "min_blocks 2 with the cp.async pipeline (tuned: 1)";
+  // The repacked layers' picks on the H200 took 4 to 8 stages, never 3 (a copy ring of 3 stages is shallow too),
+  // and split_k 1 or 2.
+  if (c.at("repack") == 2 && (c.at("stages") < 4 || c.at("split_k") > 2))
+    return "repack 2 with " + std::to_string(c.at("stages")) + " stages and split_k " +
+           std::to_string(c.at("split_k")) + " (tuned: 4 to 8 stages, split_k 1 or 2)";
   // Split-K pays where the output tiles leave SMs idle, and only with a few stages per split.
   if (c.at("split_k") > 1) {
     const IgemmGeometry g = igemm_geometry(p, c);
@@ -269,6 +336,15 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
              " stages per split (at least 3)";
   }
   if (warps > 8) return std::to_string(warps) + " warps per block (tuned: at most 8)";
+  // 256 channels a block: two warpgroups of 64 x 128 in the cp.async pipeline (the H200's N32 C256 14x14
+  // channels-last pick, 2% ahead of 128 x 128; one warpgroup of 64 x 256, 128 x 256 tiles and the register-staged
+  // or repack 1 kernels never led with it).
+  if (c.at("tile_n") == 256 &&
+      (c.at("tile_m") != 64 || c.at("warps_n") != 2 || c.at("stages") == 0 || c.at("repack") == 1))
+    return "tile_n 256 as " + std::to_string(c.at("tile_m")) + " x 256 of " +
+           std::to_string(c.at("warps_m") * c.at("warps_n")) + " warpgroups, stages " +
+           std::to_string(c.at("stages")) + ", repack " + std::to_string(c.at("repack")) +
+           " (tuned: 64 x 256 of two warpgroups, 128 channels each, in the cp.async pipeline, repack 0 or 2)";
   if (c.at("min_blocks") == 2 && 32 * warps * 2 * 255 <= 65536)
     return "min_blocks 2 with " + std::to_string(32 * warps) + " threads: the register cap stays 255";
   return {};
@@ -314,14 +390,21 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
   if (pixel_runs || ((pipelined || repack) && device.cc() == 90 && s.k > 32 && s.c * s.r * s.s >= 128 &&
                      blocks(64, 64) >= device.sm_count)) {
     const std::int64_t wg_m = blocks(128, wg_n) >= device.sm_count / 2 && m_total > 64 ? 128 : 64;
-    const Config c = complete_config({{"algo", 1},    {"mma", 1},     {"tile_m", wg_m},       {"tile_n", wg_n},
+    Config c = complete_config({{"algo", 1},    {"mma", 1},     {"tile_m", wg_m},       {"tile_n", wg_n},
                                       {"tile_k", wide_k}, {"warps_m", wg_m / 64}, {"warps_n", 1}, {"min_blocks", 1},
                                       // split 2 lost 1.16x on the C = 320 row; pixel runs: 3 stages won
                                       // 1.04x on the H100's 1x1 rows
                                       {"stages", pixel_runs ? 3 : 4},
                                       {"split_k", pixel_runs ? heuristic_split(p, wg_m, wg_n, 64, device) : 1},
                                       {"repack", repack ? 1 : 0}});
-    // Where the copies would pass the workspace limit, the in-place kernels below.
+    // repack 2 (its copy rings, y staged channels last) for small images: on the H200 its default beat repack 1's on
+    // the 7x7 layers (C = K = 512: 45.5 against 48.9 us, TF32 68.0 against 86.7), and lost on 14x14 (48.2 against
+    // 39.8), 28x28 (34.5 / 32.2) and 56x56 (43.2 / 42.1). Where the copies would pass the workspace limit, the
+    // in-place kernels below.
+    if (repack && p.p() * p.q() <= 64) {
+      c.set("repack", 2);
+      if (!repack2_check(p, c).empty()) c.set("repack", 1);
+    }
     if (!repack || igemm_prep(p, c).workspace_bytes <= kMaxRepackWorkspace) return c;
   }
   std::int64_t wm = tm == 32 ? 1 : 2;
@@ -337,6 +420,15 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
 
 KernelSource igemm_source(const ConvProblem& p, const Config& config) {
   const auto& s = p.shape();
+  if (config.at("repack") == 2) {  // conv::conv2d_igemm_repacked, its own template
+    std::string name = "jitune::conv::conv2d_igemm_repacked<" + std::string(dtype_cuda_type(p.dtype()));
+    for (std::int64_t v : {s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
+                           config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
+                           config.at("min_blocks"), config.at("mma"), config.at("stages"), config.at("split_k"),
+                           std::int64_t{s.bias ? 1 : 0}, std::int64_t{repack2_stages_y(p) ? 1 : 0}})
+      name += ", " + std::to_string(v);
+    return program(p, name + ">", kRepackTemplate);
+  }
   std::string name = "jitune::conv::conv2d_igemm<" + std::string(dtype_cuda_type(p.dtype()));
   const std::int64_t layout = s.layout == ImageLayout::kNHWC ? 1 : config.at("repack") == 1 ? 2 : 0;
   for (std::int64_t v : {layout, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
@@ -351,7 +443,7 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config) {
 LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config) {
   const IgemmGeometry g = igemm_geometry(p, config);
   LaunchShape shape;
-  if (config.at("repack") == 1) {
+  if (config.at("repack") != 0) {
     // One resident wave (the loader caps it at the loaded kernel's occupancy), output tiles taken in turn.
     shape.grid.x = static_cast<unsigned>(std::min<std::int64_t>(g.grid_m * g.grid_n * config.at("split_k"),
                                                                 std::int64_t{1} << 30));
@@ -373,7 +465,7 @@ LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config) {
 LaunchPrep igemm_prep(const ConvProblem& p, const Config& config) {
   LaunchPrep prep;
   if (config.at("algo") != 1) return prep;
-  const bool repack = config.at("repack") == 1;
+  const bool repack = config.at("repack") != 0;
   if (config.at("split_k") == 1 && !repack) return prep;
   const IgemmGeometry g = igemm_geometry(p, config);
   std::size_t split_bytes = 0;  // split-K: arrival counters (conv::igemm_counter_bytes), then the partial tiles
@@ -387,7 +479,7 @@ LaunchPrep igemm_prep(const ConvProblem& p, const Config& config) {
     prep.workspace_bytes = split_bytes;
     return prep;
   }
-  // repack 1 (conv::conv2d_igemm layout 2): the barrier counter (conv::kRepackHeaderBytes), the split-K part, x as
+  // repack 1 (conv::conv2d_igemm layout 2) and 2 (conv::conv2d_igemm_repacked): the barrier counter (conv::kRepackHeaderBytes), the split-K part, x as
   // {N,H,W,C}, then w as {K,R,S,C}; zeroed up to the last split-K counter.
   const auto& s = p.shape();
   const std::size_t header = 256;
@@ -396,6 +488,10 @@ LaunchPrep igemm_prep(const ConvProblem& p, const Config& config) {
   const std::size_t w_bytes = static_cast<std::size_t>(s.k * s.r * s.s * s.c) * es;
   prep.zero_end = config.at("split_k") > 1 ? header + tiles * 4 : 4;
   prep.workspace_bytes = header + align256(split_bytes) + align256(x_bytes) + w_bytes;
+  // repack 2 where it stages y: y channels last after w.
+  if (config.at("repack") == 2 && repack2_stages_y(p))
+    prep.workspace_bytes = header + align256(split_bytes) + align256(x_bytes) + align256(w_bytes) +
+                           static_cast<std::size_t>(s.n * p.p() * p.q() * s.k) * es;
   return prep;
 }
 

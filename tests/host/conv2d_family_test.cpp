@@ -282,8 +282,9 @@ TEST_CASE("the public cases have tuning spaces of a tractable size") {
     CHECK(legal.size() >= (winograd_only ? 24u : 40u));
     // Exhaustive tuning compiles each (about half a second of NVRTC per candidate, in parallel): the 22 cases'
     // 2970 candidates tuned in 124 s on the H100 host before split_k, 4632 in 210 s before repack (4875 with it;
-    // 6016 with the four fused-epilogue cases in 278 s; bench/RESULTS.md).
-    CHECK(legal.size() <= 450);
+    // 6016 with the four fused-epilogue cases in 278 s; bench/RESULTS.md). repack 2 and 64 x 256 tiles took the
+    // largest, N1 C256 14x14 float16, from 435 to 465.
+    CHECK(legal.size() <= 480);
     CHECK(legal.front() == fam().heuristic(*p, dev));
   }
   CHECK(fam().default_suite().size() == 42);
@@ -560,6 +561,151 @@ TEST_CASE("repack 1: NCHW copied to channels last in one cooperative launch; its
   CHECK(fam().variant(*p, h, b) == 0);
   Config in_place = fam().heuristic(*nhwc, hopper);
   CHECK(fam().variant(*nhwc, in_place, b) == 1);
+}
+
+TEST_CASE("repack 2: the NCHW copies as rings of cp.async tiles; its plan, rules, own template, variant, NVRTC") {
+  namespace d = templates::conv2d::detail;
+  const DeviceInfo hopper = nominal_device(90), ampere = nominal_device(80);
+  // The plan (mirrors igemm_repack.cuh): whole rows split evenly where 64 channels of them fit a ring stage,
+  // 64-position segments of up to 64 channels where they do not and L is a multiple of 8, neither otherwise.
+  const d::RepackPlan x7 = d::repack_plan(512, 49, 24576, 8);
+  CHECK(x7.flat);
+  CHECK(x7.kc == 256);  // two tiles of 256 rows of 49, not 496 + 16
+  CHECK(x7.kl == 49);
+  const d::RepackPlan w3 = d::repack_plan(512, 9, 24576, 8);
+  CHECK((w3.flat && w3.kc == 512 && w3.kl == 9));
+  const d::RepackPlan x56 = d::repack_plan(64, 3136, 12288, 8);
+  CHECK_FALSE(x56.flat);
+  CHECK(x56.kc == 64);
+  CHECK(x56.kl == 192);
+  const d::RepackPlan narrow = d::repack_plan(64, 3136, 2048, 8);  // 64 x 64 does not fit: 32 channels
+  CHECK((!narrow.flat && narrow.kc == 32 && narrow.kl == 64));
+  const d::RepackPlan f32 = d::repack_plan(24, 196, 3000, 4);  // TF32 chunks of 4: 12 whole rows fit, 24 do not
+  CHECK((!f32.flat && f32.kc == 24 && f32.kl == 64));
+  const d::RepackPlan f32_odd = d::repack_plan(24, 195, 3000, 4);  // 195 is not a multiple of 4: 12 whole rows
+  CHECK((f32_odd.flat && f32_odd.kc == 12 && f32_odd.kl == 195));
+  CHECK(d::repack_plan(64, 6003, 8192, 8).kc == 0);  // an odd, long row: neither form fits
+  // 48 channels under a small stage: halved in whole groups of 8 (48, 24, 8), never to zero.
+  const d::RepackPlan halved = d::repack_plan(48, 2368, 600, 8);
+  CHECK((!halved.flat && halved.kc == 8 && halved.kl == 64));
+
+  auto p = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "512"}, {"h", "7"}, {"w", "7"}, {"k", "512"},
+                    {"r", "3"}, {"padding", "1"}, {"bias", "1"}});
+  // The default takes repack 2 for images of at most 64 output pixels (7x7 here), repack 1 above (14x14).
+  Config c = fam().heuristic(*p, hopper);
+  REQUIRE(c.at("algo") == 1);
+  CHECK(c.at("repack") == 2);
+  REQUIRE(fam().validate(*p, c, hopper).empty());
+  auto p14 = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
+                      {"r", "3"}, {"padding", "1"}});
+  CHECK(fam().heuristic(*p14, hopper).at("repack") == 1);
+  auto tf7 = problem({{"dtype", "float32"}, {"precision", "tf32"}, {"n", "32"}, {"c", "512"}, {"h", "7"}, {"w", "7"},
+                      {"k", "512"}, {"r", "3"}, {"padding", "1"}});
+  CHECK(fam().heuristic(*tf7, hopper).at("repack") == 2);
+  // Its own template (the records of repack 0 and 1 keep theirs), repack 1's launch and workspace, plus y staged
+  // channels last where P * Q (49) is not a multiple of 8.
+  CHECK(fam().template_of(c) == "conv2d/igemm_repack.cuh");
+  Config one = c;
+  one.set("repack", 1);
+  CHECK(fam().template_of(one) == fam().template_name());
+  CHECK(d::repack2_stages_y(as_conv(*p)));
+  CHECK(fam().prep(*p, c).workspace_bytes == fam().prep(*p, one).workspace_bytes + 32ull * 49 * 512 * 2);
+  CHECK(fam().source(*p, c).name_expression.find(", 1, 1>") != std::string::npos);  // bias, y staged
+  auto big = problem({{"dtype", "float16"}, {"n", "4"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                      {"r", "3"}, {"padding", "1"}});
+  CHECK_FALSE(d::repack2_stages_y(as_conv(*big)));
+  Config b2 = fam().heuristic(*big, hopper);
+  b2.set("repack", 2);
+  CHECK(fam().prep(*big, b2).workspace_bytes == fam().prep(*big, [&] {
+    Config z = b2;
+    z.set("repack", 1);
+    return z;
+  }()).workspace_bytes);
+  CHECK(fam().source(*big, b2).name_expression.find(", 0, 0>") != std::string::npos);
+  // Staging y takes whole 16-byte chunks of channels: K a multiple of 8.
+  auto odd_k = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "64"}, {"h", "7"}, {"w", "7"}, {"k", "100"},
+                        {"r", "3"}, {"padding", "1"}});
+  Config k2 = fam().heuristic(*odd_k, hopper);
+  k2.set("repack", 2), k2.set("stages", 4), k2.set("mma", 1), k2.set("tile_m", 64), k2.set("warps_m", 1);
+  k2.set("tile_n", 128), k2.set("warps_n", 1), k2.set("tile_k", 64), k2.set("split_k", 1);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*odd_k), k2, hopper).find("K a multiple of 8 (K = 100)") != std::string::npos);
+  CHECK(fam().prep(*p, c).rezeroed_by_kernel);
+  CHECK(fam().launch_shape(*p, c, hopper).cooperative);
+  CHECK(fam().source(*p, c).name_expression.rfind("jitune::conv::conv2d_igemm_repacked<__half, 512, 512, 3, 3,", 0) == 0);
+  CHECK(fam().source(*p, c).program.find("#include \"conv2d/igemm_repack.cuh\"") != std::string::npos);
+  // The ring lives in the stage buffers: 4 stages of (64 + 128) x 64 halves, in four buffers.
+  Config t = c;
+  t.set("tile_m", 64), t.set("tile_n", 128), t.set("warps_m", 1), t.set("warps_n", 1), t.set("stages", 4);
+  t.set("split_k", 1);
+  CHECK(d::repack_capacity(as_conv(*p), t) == 4 * 192 * 64 / 4);
+  Config t1 = t;
+  t1.set("repack", 1);
+  CHECK(fam().launch_shape(*p, t, hopper).shared_bytes == fam().launch_shape(*p, t1, hopper).shared_bytes);
+  // Rules: NCHW only, C a multiple of 8, stages; the plan must fit (repack 1 copies any shape).
+  auto nhwc = problem({{"dtype", "float16"}, {"n", "2"}, {"c", "64"}, {"h", "8"}, {"w", "8"}, {"k", "64"},
+                       {"r", "3"}, {"padding", "1"}, {"layout", "nhwc"}});
+  Config n2 = fam().heuristic(*nhwc, hopper);
+  n2.set("repack", 2);
+  CHECK(fam().validate(*nhwc, n2, hopper).find("repack 2 copies an NCHW input to channels last") == 0);
+  auto odd = problem({{"dtype", "float16"}, {"n", "1"}, {"c", "64"}, {"h", "3"}, {"w", "2001"}, {"k", "64"},
+                      {"r", "3"}, {"padding", "1"}});
+  Config o2{{"algo", 1}, {"mma", 1}, {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps_m", 1},
+            {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4}, {"split_k", 1}, {"repack", 2}};
+  o2 = with_fronts(o2);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*odd), o2, hopper).find("repack 2 copies whole rows of 6003 positions") == 0);
+  o2.set("repack", 1);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*odd), o2, hopper).empty());
+  // Tuned beside repack 1 on sm_90.
+  std::size_t pruned = 0, twos = 0;
+  for (const Config& x : tuner::legal_candidates(fam(), *p, hopper, pruned)) twos += x.at("algo") == 1 && x.at("repack") == 2;
+  CHECK(twos >= 8);
+  // x or w off 16 bytes: slot 1, repack 1 of the same tiles (it reads any alignment).
+  alignas(16) static std::byte buffer[64];
+  const std::uint8_t classes[] = {16, 16, 16, 16};
+  const void* aligned_ptrs[] = {buffer, buffer, buffer, buffer};
+  const void* off_ptrs[] = {buffer + 2, buffer, buffer, buffer};
+  Bindings b;
+  b.alignment = classes;
+  b.pointers = aligned_ptrs;
+  CHECK(fam().variant(*p, c, b) == 0);
+  b.pointers = off_ptrs;
+  CHECK(fam().variant(*p, c, b) == 1);
+  const void* y_off[] = {buffer, buffer, buffer, buffer + 2};  // y unstaged in 16-byte chunks
+  b.pointers = y_off;
+  CHECK(fam().variant(*p, c, b) == 1);
+  const Config fallback = fam().variant_config(*p, c, 1, hopper);
+  CHECK(fallback.at("repack") == 1);
+  CHECK(fallback.at("stages") == c.at("stages"));
+  CHECK(fam().validate(*p, fallback, hopper).empty());
+  // NVRTC: float16 7x7 with 256-channel tiles, bfloat16 with split-K, TF32 with long rows (segments), mma.sync on
+  // sm_80, and a residual epilogue; none spills.
+  Compiler compiler;
+  Config wide = c;
+  wide.set("tile_m", 64), wide.set("tile_n", 256), wide.set("warps_m", 1), wide.set("warps_n", 2);
+  wide.set("stages", 4), wide.set("split_k", 1);
+  CHECK(require_compiles(compiler, *p, wide, hopper).rfind("jitune::conv::conv2d_igemm_repacked<", 0) == 0);
+  auto bf = problem({{"dtype", "bfloat16"}, {"n", "1"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
+                     {"r", "3"}, {"padding", "1"}});
+  Config s2{{"algo", 1}, {"mma", 1}, {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps_m", 1},
+            {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4}, {"split_k", 2}, {"repack", 2}};
+  require_compiles(compiler, *bf, with_fronts(s2), hopper);
+  auto tf = problem({{"dtype", "float32"}, {"precision", "tf32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"},
+                     {"k", "64"}, {"r", "3"}, {"padding", "1"}});
+  Config t2 = fam().heuristic(*tf, hopper);
+  REQUIRE(t2.at("repack") != 0);
+  t2.set("repack", 2);
+  require_compiles(compiler, *tf, t2, hopper);
+  auto res = problem({{"dtype", "float16"}, {"n", "2"}, {"c", "64"}, {"h", "56"}, {"w", "56"}, {"k", "64"},
+                      {"r", "3"}, {"padding", "1"}, {"bias", "1"}, {"epilogue", "y = max(acc + r, 0.0f)"}});
+  Config m2{{"algo", 1}, {"mma", 0}, {"tile_m", 128}, {"tile_n", 64}, {"tile_k", 32}, {"warps_m", 2},
+            {"warps_n", 2}, {"min_blocks", 1}, {"stages", 3}, {"split_k", 1}, {"repack", 2}};
+  CHECK(require_compiles(compiler, *res, with_fronts(m2), ampere).find(", 1, 0, jitune_conv_epilogue>") != std::string::npos);
+  // y staged (7 x 7) with a residual epilogue applied as it is unstaged.
+  auto res7 = problem({{"dtype", "bfloat16"}, {"n", "8"}, {"c", "64"}, {"h", "7"}, {"w", "7"}, {"k", "96"},
+                       {"r", "3"}, {"padding", "1"}, {"bias", "1"}, {"epilogue", "y = max(acc + r, 0.0f)"}});
+  Config r7{{"algo", 1}, {"mma", 1}, {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps_m", 1},
+            {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4}, {"split_k", 2}, {"repack", 2}};
+  CHECK(require_compiles(compiler, *res7, with_fronts(r7), hopper).find(", 1, 1, jitune_conv_epilogue>") != std::string::npos);
 }
 
 TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules, default, variant, NVRTC") {
@@ -911,9 +1057,9 @@ TEST_CASE("NVRTC compiles configs covering every knob value, for sm_80 and sm_90
           const bool tensor_cores_only = std::string_view(dtype) == "float32" &&
                                          ((param.name == "algo" && value == 1) ||
                                           (param.when == "algo" && param.varies_under(1) && value != param.values.front()));
-          // The direct kernel reads NCHW only; repack 1 copies NCHW to channels last.
+          // The direct kernel reads NCHW only; repack 1 and 2 copy NCHW to channels last.
           const bool nhwc = std::string_view(layout) == "nhwc";
-          const bool nchw_only = nhwc && param.name == "repack" && value == 1;
+          const bool nchw_only = nhwc && param.name == "repack" && value >= 1;
           const bool direct_only = nhwc && ((param.name == "algo" && value == 0) ||
                                             (param.when == "algo" && param.varies_under(0) && value != param.values.front()));
           // C * R * S = 864 is beyond the tensor-core direct kernel's filter registers (its own test below).
@@ -1373,7 +1519,7 @@ TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own templa
   CHECK(src.program.find("#include \"conv2d/winograd4.cuh\"") == 0);
   CHECK(src.name_expression.find("jitune::conv::conv2d_winograd<4, 0, 128, 128, 16, 16, 8, 8, 8, 1, 1, 0>") == 0);
   CHECK(config_template_hash(fam(), f4) != config_template_hash(fam(), f2));
-  CHECK(template_hashes(fam()).size() == 4);
+  CHECK(template_hashes(fam()).size() == 5);
   // Its rounding error does not shrink with C as the float32 tolerance does: C >= 64 only.
   auto c48 = problem({{"dtype", "float32"}, {"c", "48"}, {"h", "28"}, {"w", "28"}, {"k", "128"}, {"r", "3"}});
   CHECK(templates::conv2d::kernel_limits(as_conv(*c48), f4, dev).find("only where C >= 64 (here C = 48)") !=
@@ -1637,7 +1783,7 @@ TEST_CASE("TF32 (precision tf32): float32 on the implicit GEMM's tensor cores as
             // 256 is algo 6's.
             const bool never = (param.name == "persist" && value == 1) || (param.name == "tile_n" && value == 256) ||
                                (param.name == "mma" && value == 1 && cc != 90) ||
-                               (param.name == "repack" && value == 1 && std::string_view(layout) == "nhwc");
+                               (param.name == "repack" && value >= 1 && std::string_view(layout) == "nhwc");
             CHECK(seen.count({param.name, value}) == (never ? 0u : 1u));
           }
       for (const Config& c : sample) {
@@ -1716,10 +1862,13 @@ TEST_CASE("the NCHW 1x1 streaming GEMM (algo 6): its problems, limits, default, 
   CHECK(why(*expand, {{"tile_n", 64}, {"warps_n", 4}}).find("warp tile 16 x 64") != std::string::npos);
   CHECK(why(*expand, {{"warps_n", 2}, {"warps_m", 1}}).find("2 warps a block") != std::string::npos);
   CHECK(why(*reduce, {{"min_blocks", 2}, {"tile_n", 64}, {"warps_n", 2}, {"warps_m", 2}}).find("min_blocks 2 where the shared memory holds one block") != std::string::npos);
-  // tile_n 256 is algo 6's; algo 1 refuses it by name.
+  // tile_n 256: algo 1 takes it on wgmma warpgroups only, and refuses it by name with mma.sync.
   Config ig = d::igemm_heuristic(as_conv(*expand), hopper);
+  REQUIRE(ig.at("mma") == 1);
   ig.set("tile_n", 256);
-  CHECK(templates::conv2d::kernel_limits(as_conv(*expand), ig, hopper).find("tile_n 256 is the streaming GEMM's (algo 6)") == 0);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*expand), ig, hopper).find("tile_n") == std::string::npos);
+  ig.set("mma", 0);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*expand), ig, hopper).find("tile_n 256 with mma.sync (mma 0)") == 0);
   std::size_t pruned = 0, six = 0, wide = 0;
   for (const Config& c : tuner::legal_candidates(fam(), *expand, hopper, pruned))
     if (c.at("algo") == 6) ++six, wide += c.at("tile_n") == 256;
