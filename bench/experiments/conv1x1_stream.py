@@ -51,11 +51,36 @@ def shapes_for(c, k):
     return out
 
 
+BN = [int(v) for v in os.environ.get("SLICE_BN", "64,128").split(",")]
+SLICES = [int(v) for v in os.environ.get("SLICE_C", "32,64,128").split(",")]
+
+
+def slice_shapes_for(c, k):
+    """conv1x1_slice's (kBN, kWM, kWN, kSlice, kStages, kMinBlocks) launch shapes that fit the shared memory (a block
+    computes all K channels)."""
+    out = []
+    for bn, wm, wn, sl, stg, mb in itertools.product(BN, (32, 64), (32, 64, 128), SLICES, (3, 4, 6, 8),
+                                                    (1, 2)):
+        if k % wm or bn % wn or c % sl or sl >= c:
+            continue
+        warps = (k // wm) * (bn // wn)
+        if warps not in (2, 4, 8):
+            continue
+        smem = 2 * (k * (c + 8) + stg * sl * (bn + 8) + warps * wm * (wn + 8))
+        if (smem + 1024) * mb > 228 * 1024 or (wm // 16) * (wn // 8) * 4 > 128:
+            continue
+        out.append((f"conv1x1_slice<{c}, {k}, {bn}, {wm}, {wn}, {sl}, {stg}, {mb}>", bn, mb, warps * 32, smem))
+    return out
+
+
 def run(n, c, k, h, w):
     hw = h * w
     assert hw % 8 == 0 and c % 16 == 0
-    shapes = shapes_for(c, k)
-    names = [f"conv1x1_stream<{c}, {k}, {bm}, {bn}, {wm}, {wn}, {mb}, {st}>" for bm, bn, wm, wn, mb, st, _, _ in shapes]
+    shapes = [(f"conv1x1_stream<{c}, {k}, {bm}, {bn}, {wm}, {wn}, {mb}, {st}>", bn, mb, threads, smem)
+              for bm, bn, wm, wn, mb, st, threads, smem in shapes_for(c, k) if st == 1]
+    if c > k:
+        shapes += slice_shapes_for(c, k)
+    names = [s[0] for s in shapes]
     src = open(os.path.join(HERE, "conv1x1_stream.cuh")).read()
     cc = torch.cuda.get_device_capability()
     mod = cp.RawModule(code=src, options=("-std=c++17", f"--gpu-architecture=sm_{cc[0]}{cc[1]}"),
@@ -70,7 +95,7 @@ def run(n, c, k, h, w):
     byts = (x.numel() + y.numel() + wt.numel()) * 2
     print(f"== N{n} C{c} K{k} {h}x{w}: {byts / 1e6:.1f} MB moved; {len(shapes)} launch shapes", flush=True)
     rows = []
-    for (bm, bn, wm, wn, mb, st, threads, smem), name in zip(shapes, names):
+    for name, bn, mb, threads, smem in shapes:
         kern = mod.get_function(name)
         kern.max_dynamic_shared_size_bytes = smem
         tiles = n * ((hw + bn - 1) // bn)
@@ -96,7 +121,7 @@ def run(n, c, k, h, w):
             continue
         rows.append((median_us(launch), name, grid, threads, smem))
     rows.sort()
-    for us, name, grid, threads, smem in rows[:8]:
+    for us, name, grid, threads, smem in rows[:12]:
         print(f"  {us:8.2f} us  {byts / us / 1e3:7.1f} GB/s  {name} grid {grid} x {threads}, {smem} B shared")
     conv = lambda: torch.nn.functional.conv2d(x, wt)
     conv()

@@ -397,11 +397,13 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
                                       {"stages", pixel_runs ? 3 : 4},
                                       {"split_k", pixel_runs ? heuristic_split(p, wg_m, wg_n, 64, device) : 1},
                                       {"repack", repack ? 1 : 0}});
-    // repack 2 (its copy rings, y staged channels last) for small images: on the H200 its default beat repack 1's on
-    // the 7x7 layers (C = K = 512: 45.5 against 48.9 us, TF32 68.0 against 86.7), and lost on 14x14 (48.2 against
-    // 39.8), 28x28 (34.5 / 32.2) and 56x56 (43.2 / 42.1). Where the copies would pass the workspace limit, the
-    // in-place kernels below.
-    if (repack && p.p() * p.q() <= 64) {
+    // repack 2 (its copy rings, y staged channels last) for small images and wherever it stages y (P * Q not a
+    // multiple of the 16-byte chunk, where repack 1 stores y element by element): on the H200 its default beat repack
+    // 1's on the 7x7 layers (C = K = 512: 45.5 against 48.9 us, TF32 68.0 against 86.7) and, once the unstaging was
+    // spread over every block, on 14x14 (37.1 against 40.1); it lost where y is not staged: 28x28 (34.5 / 32.0),
+    // 56x56 (43.2 / 42.1), TF32 14x14 (54.5 / 51.0; bench/RESULTS.md 2026-11-29). Where the copies would pass the
+    // workspace limit, the in-place kernels below.
+    if (repack && (p.p() * p.q() <= 64 || repack2_stages_y(p))) {
       c.set("repack", 2);
       if (!repack2_check(p, c).empty()) c.set("repack", 1);
     }

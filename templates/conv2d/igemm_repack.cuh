@@ -24,14 +24,30 @@ namespace jitune {
 namespace conv {
 
 /// How one batched transpose [B][C][L] -> [B][L][C] is cut into tiles of at most `capacity` elements: kc channels
-/// x kl positions, kpitch elements per staged channel, flat (whole rows, one span) or segments (swizzled chunks).
+/// x kl positions (kl elements a staged channel), flat (whole rows, one span) or segments (swizzled chunks).
 struct RepackPlan {
-  int kc = 0, kl = 0, pitch = 0, c_tiles = 0, l_tiles = 0;
+  int kc = 0, kl = 0, c_tiles = 0, l_tiles = 0;
   bool flat = true;
   long long tiles(long long batches) const { return batches * c_tiles * l_tiles; }
 };
 
-/// The host's repack_plan mirrors this (a plan with kc 0 means neither form fits: the host refuses repack 2).
+/// Tiles a block of the copies of x and of the unstaging of y aim at (balanced_channels).
+constexpr int kRepackTilesPerBlock = 1, kUnstageTilesPerBlock = 1;
+
+/// Channels a tile of whole rows, kc of c at least, for `batches` batches over `blocks` blocks: narrowed (whole kV
+/// groups, split evenly) until every block has kPerBlock tiles or a tile is kV channels. A block alone with one tile
+/// copies it at one SM's rate while the others wait at the barrier (N32 C256 14x14: 96 tiles of 88 channels on 132
+/// blocks spent 7.5 us copying 4.4 MB; bench/RESULTS.md 2026-11-29).
+template <int kPerBlock>
+__device__ __forceinline__ int balanced_channels(int kc, int c, long long batches, int blocks, int v) {
+  const int most = (c + v - 1) / v;  // tiles of kV channels
+  int parts = (c + kc - 1) / kc;
+  while (parts < most && batches * parts < static_cast<long long>(kPerBlock) * blocks) ++parts;
+  return ((c + parts - 1) / parts + v - 1) / v * v;
+}
+
+/// The host's repack_plan mirrors this (a plan with kc 0 means neither form fits: the host refuses repack 2). The
+/// device narrows flat tiles further for balance (balanced_channels), which changes no limit the host checks.
 __device__ __forceinline__ RepackPlan repack_plan(int c, int l, int capacity, int v) {
   RepackPlan plan;
   const int wanted = c < 64 ? c : 64;
@@ -42,16 +58,27 @@ __device__ __forceinline__ RepackPlan repack_plan(int c, int l, int capacity, in
     int kc = wanted;  // halved in whole kV groups until 64 positions of it fit (kV channels always do)
     while (kc > v && kc * 64 > capacity) kc = kc / 2 / v * v > v ? kc / 2 / v * v : v;
     const int kl = (capacity / kc) / 64 * 64;
-    plan.kc = kc, plan.kl = kl < l ? kl : (l + 63) / 64 * 64, plan.pitch = plan.kl, plan.flat = false;
+    plan.kc = kc, plan.kl = kl < l ? kl : (l + 63) / 64 * 64, plan.flat = false;
   } else if (flat >= v) {
     // Whole rows, the channels split evenly over the tiles (C = 512 of 7x7 in two tiles of 256, not 496 + 16).
     const int parts = (c + flat - 1) / flat;
-    plan.kc = ((c + parts - 1) / parts + v - 1) / v * v, plan.kl = l, plan.pitch = l, plan.flat = true;
+    plan.kc = ((c + parts - 1) / parts + v - 1) / v * v, plan.kl = l, plan.flat = true;
   } else {
     return plan;
   }
   plan.c_tiles = (c + plan.kc - 1) / plan.kc;
   plan.l_tiles = plan.flat ? 1 : (l + plan.kl - 1) / plan.kl;
+  return plan;
+}
+
+/// repack_plan with flat tiles narrowed so `batches` batches give every one of `blocks` blocks kPerBlock tiles.
+template <int kPerBlock>
+__device__ __forceinline__ RepackPlan balanced_plan(int c, int l, int capacity, int v, long long batches, int blocks) {
+  RepackPlan plan = repack_plan(c, l, capacity, v);
+  if (plan.flat && plan.kc > 0) {
+    plan.kc = balanced_channels<kPerBlock>(plan.kc, c, batches, blocks, v);
+    plan.c_tiles = (c + plan.kc - 1) / plan.kc;
+  }
   return plan;
 }
 
@@ -62,7 +89,8 @@ __device__ __forceinline__ void repack_ring(const T* x, const T* w, T* xs, T* ws
                                             T* stage, int capacity) {
   constexpr int kV = 16 / sizeof(T);
   using Word = typename RawBits<sizeof(T)>::type;
-  const RepackPlan pw = repack_plan(kC, rs, capacity, kV), px = repack_plan(kC, hw, capacity, kV);
+  const RepackPlan pw = repack_plan(kC, rs, capacity, kV);
+  const RepackPlan px = balanced_plan<kRepackTilesPerBlock>(kC, hw, capacity, kV, n, gridDim.x);
   const long long tw = pw.tiles(k), total = tw + px.tiles(n);
   const int tid = threadIdx.x;
   // Tile t: (source, destination, plan, batch, first channel, first position, channels, positions).
@@ -100,7 +128,7 @@ __device__ __forceinline__ void repack_ring(const T* x, const T* w, T* xs, T* ws
       const int per_row = d.ln / kV;
       for (int j = tid; j < d.cn * per_row; j += kThreads) {
         const int c = j / per_row, q = j - c * per_row;
-        cp_async_16<false>(buf + c * d.plan.pitch + ((q ^ ((c / kV) & 7)) * kV),
+        cp_async_16<false>(buf + c * d.plan.kl + ((q ^ ((c / kV) & 7)) * kV),
                            rows + static_cast<long long>(c) * d.l + d.l0 + q * kV, true);
       }
     }
@@ -114,7 +142,7 @@ __device__ __forceinline__ void repack_ring(const T* x, const T* w, T* xs, T* ws
       const int at = d.plan.flat ? pos : (((pos / kV) ^ (cv & 7)) * kV + pos % kV);
       unsigned h[kV];
 #pragma unroll
-      for (int e = 0; e < kV; ++e) h[e] = words[(cv * kV + e) * d.plan.pitch + at];
+      for (int e = 0; e < kV; ++e) h[e] = words[(cv * kV + e) * d.plan.kl + at];
       *reinterpret_cast<uint4*>(d.dst + (d.b * d.l + d.l0 + pos) * kC + d.c0 + cv * kV) = pack_chunk<T>(h);
     }
   };
@@ -147,8 +175,9 @@ __device__ __forceinline__ void unstage_y(const Args<T>& a, const T* ys, int k, 
   constexpr int kV = 16 / sizeof(T);
   using Word = typename RawBits<sizeof(T)>::type;
   const int pq = a.p * a.q;
-  const int fit = (capacity / pq) / kV * kV, parts = (k + fit - 1) / fit;
-  const int kc = ((k + parts - 1) / parts + kV - 1) / kV * kV;
+  const int fit = (capacity / pq) / kV * kV;
+  const int kc = balanced_channels<kUnstageTilesPerBlock>(fit < k ? fit : k, k, a.n, gridDim.x, kV);
+  const int parts = (k + kc - 1) / kc;
   const long long tiles = static_cast<long long>(a.n) * parts;
   Word* const words = reinterpret_cast<Word*>(stage);
   for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {

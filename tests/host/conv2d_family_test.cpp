@@ -591,14 +591,21 @@ TEST_CASE("repack 2: the NCHW copies as rings of cp.async tiles; its plan, rules
 
   auto p = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "512"}, {"h", "7"}, {"w", "7"}, {"k", "512"},
                     {"r", "3"}, {"padding", "1"}, {"bias", "1"}});
-  // The default takes repack 2 for images of at most 64 output pixels (7x7 here), repack 1 above (14x14).
+  // The default takes repack 2 for images of at most 64 output pixels (7x7 here) and where it stages y (14x14: 196
+  // pixels, not a multiple of 8), repack 1 elsewhere (28x28; TF32 14x14, whose 196 is a multiple of 4).
   Config c = fam().heuristic(*p, hopper);
   REQUIRE(c.at("algo") == 1);
   CHECK(c.at("repack") == 2);
   REQUIRE(fam().validate(*p, c, hopper).empty());
   auto p14 = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
                       {"r", "3"}, {"padding", "1"}});
-  CHECK(fam().heuristic(*p14, hopper).at("repack") == 1);
+  CHECK(fam().heuristic(*p14, hopper).at("repack") == 2);
+  auto p28 = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "128"}, {"h", "28"}, {"w", "28"}, {"k", "128"},
+                      {"r", "3"}, {"padding", "1"}});
+  CHECK(fam().heuristic(*p28, hopper).at("repack") == 1);
+  auto tf14 = problem({{"dtype", "float32"}, {"precision", "tf32"}, {"n", "32"}, {"c", "256"}, {"h", "14"},
+                       {"w", "14"}, {"k", "256"}, {"r", "3"}, {"padding", "1"}});
+  CHECK(fam().heuristic(*tf14, hopper).at("repack") == 1);
   auto tf7 = problem({{"dtype", "float32"}, {"precision", "tf32"}, {"n", "32"}, {"c", "512"}, {"h", "7"}, {"w", "7"},
                       {"k", "512"}, {"r", "3"}, {"padding", "1"}});
   CHECK(fam().heuristic(*tf7, hopper).at("repack") == 2);
