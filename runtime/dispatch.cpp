@@ -400,15 +400,16 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
     if (void* scratch = stream_scratch(impl, kernel.prep, cu_stream)) {
       bindings.workspace = scratch;
       family.kernel_args(problem, kernel.config, bindings, kernel_args);
-      impl.launch(kernel, kernel_args, cu_stream);
+      impl.launch_call(family, problem, kernel, bindings, kernel_args, cu_stream);
       return;
     }
     const StreamWorkspace workspace(kernel.prep, cu_stream, workspace_pool(impl, cu_stream));
     bindings.workspace = workspace.data();
     family.kernel_args(problem, kernel.config, bindings, kernel_args);
-    impl.launch(kernel, kernel_args, cu_stream);
+    impl.launch_call(family, problem, kernel, bindings, kernel_args, cu_stream);
     return;
   }
+  // (A call of several kernels always has a workspace, so it never reaches the memo: Runtime::Impl::kernel.)
   LaunchMemo::Entry& entry = memo.slot();
   entry.site = 0;  // invalid until complete: kernel_args may throw
   entry.args.clear();

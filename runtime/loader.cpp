@@ -12,7 +12,11 @@ namespace jitune {
 
 CachedBinary Runtime::Impl::binary(const Family& family, const Problem& problem, const Config& config, bool fresh,
                                    bool* cached) {
-  const KernelSource src = family.source(problem, config);
+  return binary_of(family.source(problem, config), family, config, fresh, cached);
+}
+
+CachedBinary Runtime::Impl::binary_of(const KernelSource& src, const Family& family, const Config& config,
+                                      bool fresh, bool* cached) {
   const std::string bkey = compiler.binary_key(src.program, src.name_expression, device.arch());
   if (cached) *cached = !fresh;
   if (!fresh) {
@@ -40,8 +44,35 @@ const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem
   }
   if (in_capture)
     refuse_in_capture(std::string(family.name()), problem.signature(), "compile and load kernel config " + config.text());
+  auto k = std::make_unique<Kernel>();
+  k->shape = family.launch_shape(problem, config, device);
+  k->config = config;
+  k->prep = family.prep(problem, config);
+  const KernelSource src = family.source(problem, config);
   bool cached = false;
-  CachedBinary b = binary(family, problem, config, false, &cached);
+  CachedBinary b = binary_of(src, family, config, false, &cached);
+  k->function = load_function(map_key, std::move(b), cached, src, family, config);
+  ready_function(k->function, k->shape, device);
+  std::size_t index = 0;
+  for (StepKernel& step : family.steps(problem, config, device)) {
+    if (k->prep.workspace_bytes == 0)
+      throw Error("jitune internal error: " + std::string(family.name()) + " config " + config.text() +
+                  " launches steps without a workspace to pass their data through");
+    b = binary_of(step.source, family, config, false, &cached);
+    KernelStep loaded{load_function(map_key + "\nstep " + std::to_string(index++), std::move(b), cached,
+                                    step.source, family, config),
+                      step.shape, step.after};
+    ready_function(loaded.function, loaded.shape, device);
+    k->steps.push_back(loaded);
+  }
+  std::unique_lock lock(mutex_);
+  auto [it, inserted] = kernels_.try_emplace(map_key, std::move(k));
+  return *it->second;
+}
+
+CUfunction Runtime::Impl::load_function(const std::string& key, CachedBinary b, bool cached,
+                                        const KernelSource& source, const Family& family,
+                                        const Config& config) {
   driver::make_current(context);
   std::unique_ptr<driver::Module> module;
   try {
@@ -50,19 +81,16 @@ const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem
     // A cached image the driver refuses (built by a newer toolkit than this driver supports, or damaged in a way
     // its checksum could not see) is compiled again here; a fresh image that fails is the error.
     if (!cached) throw;
-    b = binary(family, problem, config, true);
+    b = binary_of(source, family, config, true);
     module = std::make_unique<driver::Module>(b.cubin.data());
   }
-  auto k = std::make_unique<Kernel>();
-  k->function = module->function(b.lowered_name);
-  k->shape = family.launch_shape(problem, config, device);
-  k->config = config;
-  k->prep = family.prep(problem, config);
-  ready_function(k->function, k->shape, device);
+  const CUfunction function = module->function(b.lowered_name);
   std::unique_lock lock(mutex_);
-  auto [it, inserted] = kernels_.try_emplace(map_key, std::move(k));
-  if (inserted) modules_.emplace(map_key, std::move(module));
-  return *it->second;
+  // A module loaded twice (two threads raced to the same kernel) is kept too: the function handed out lives
+  // in it.
+  auto [it, inserted] = modules_.try_emplace(key, std::move(module));
+  if (!inserted) retired_modules_.push_back(std::move(module));
+  return function;
 }
 
 bool stream_capturing(CUstream stream) {
@@ -151,6 +179,27 @@ void Runtime::Impl::launch(const Kernel& k, KernelArgs& args, CUstream stream) {
   const CUresult r = launch_kernel(k.function, k.shape, stream, args.pointers());
   if (r != CUDA_SUCCESS)
     throw CudaError("cuLaunchKernel (config " + k.config.text() + ") failed: " + driver::error_text(r), r);
+}
+
+void Runtime::Impl::launch_call(const Family& family, const Problem& problem, const Kernel& k,
+                                const Bindings& bindings, KernelArgs& args, CUstream stream) {
+  if (k.steps.empty()) return launch(k, args, stream);
+  driver::make_current(context);
+  auto launch_steps = [&](bool after) {
+    for (std::size_t i = 0; i < k.steps.size(); ++i) {
+      if (k.steps[i].after != after) continue;
+      KernelArgs step_args;
+      family.step_args(problem, k.config, i, bindings, step_args);
+      const CUresult r = launch_kernel(k.steps[i].function, k.steps[i].shape, stream, step_args.pointers());
+      if (r != CUDA_SUCCESS)
+        throw CudaError("cuLaunchKernel (step " + std::to_string(i) + " of config " + k.config.text() +
+                            ") failed: " + driver::error_text(r),
+                        r);
+    }
+  };
+  launch_steps(false);
+  launch(k, args, stream);
+  launch_steps(true);
 }
 
 void Runtime::Impl::check_device_range(const void* ptr, std::size_t bytes, const std::string& what) const {

@@ -21,12 +21,20 @@
 
 namespace jitune {
 
+/// A loaded step of a call (Family::steps): launched before or after the main kernel.
+struct KernelStep {
+  CUfunction function = nullptr;
+  LaunchShape shape;
+  bool after = false;
+};
+
 /// A loaded instantiation, ready for cuLaunchKernel.
 struct Kernel {
   CUfunction function = nullptr;
   LaunchShape shape;
   Config config;
   LaunchPrep prep;  ///< What each launch needs around it (Family::prep).
+  std::vector<KernelStep> steps;  ///< Family::steps, loaded; empty for a call of one kernel.
 };
 
 class CallSites;
@@ -87,8 +95,20 @@ struct Runtime::Impl {
   /// given) says whether the image came from a cache.
   CachedBinary binary(const Family& family, const Problem& problem, const Config& config, bool fresh = false,
                       bool* cached = nullptr);
+  /// binary() for one program (a step's): `family` and `config` name it in a compile error.
+  CachedBinary binary_of(const KernelSource& source, const Family& family, const Config& config,
+                         bool fresh = false, bool* cached = nullptr);
+  /// Loads `binary` as a module kept for this runtime's life under `key` (compiling `source` afresh when the
+  /// driver refuses a cached image) and returns its function.
+  CUfunction load_function(const std::string& key, CachedBinary binary, bool cached,
+                           const KernelSource& source, const Family& family, const Config& config);
   /// Launches on `stream` with the primary context current.
   void launch(const Kernel& kernel, KernelArgs& args, CUstream stream);
+  /// Launches a whole call: kernel's steps before the main kernel, the main kernel with `args`, the steps
+  /// after it, each step's parameters from family.step_args over `bindings` (launch() alone where there are
+  /// no steps).
+  void launch_call(const Family& family, const Problem& problem, const Kernel& kernel,
+                   const Bindings& bindings, KernelArgs& args, CUstream stream);
   /// Throws InvalidArgument unless [ptr, ptr + bytes) lies inside one allocation of device memory (or managed
   /// memory) usable on this runtime's device; `what` names the argument ("input 1") in the message.
   void check_device_range(const void* ptr, std::size_t bytes, const std::string& what) const;
@@ -133,6 +153,7 @@ struct Runtime::Impl {
   std::vector<std::unique_ptr<Decision>> retired_decisions_;
   std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels_;
   std::unordered_map<std::string, std::unique_ptr<driver::Module>> modules_;
+  std::vector<std::unique_ptr<driver::Module>> retired_modules_;  ///< Loaded again by a racing thread; kept.
 };
 
 namespace internal {

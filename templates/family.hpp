@@ -89,6 +89,16 @@ struct KernelSource {
   std::string name_expression;  ///< e.g. "jitune::ew::elementwise<Op, float, 2, 4, 256, 1, int>".
 };
 
+/// A kernel that a call launches besides its config's main kernel (Family::steps): a layout change of an
+/// input before the main kernel, of an output after it. Its program is compiled and cached like any
+/// instantiation's.
+struct StepKernel {
+  KernelSource source;
+  LaunchShape shape;
+  bool after =
+      false;  ///< Launched after the main kernel (else before it); steps keep their order, in stream order.
+};
+
 /// Kernel parameter storage for cuLaunchKernel without heap allocation (the warm launch path uses it).
 class KernelArgs {
  public:
@@ -295,6 +305,13 @@ class Family {
   }
   /// What a launch with `config` needs around it: a zeroed workspace, outputs cleared first. Nothing by default.
   virtual LaunchPrep prep(const Problem&, const Config&) const { return {}; }
+  /// The kernels a call with `config` launches before and after its main one, in order, each with parameters
+  /// from step_args. None by default: a call is one kernel. A config with steps has a workspace (prep)
+  /// through which its kernels pass their data; the tuner times the whole call.
+  virtual std::vector<StepKernel> steps(const Problem&, const Config&, const DeviceInfo&) const { return {}; }
+  /// Parameters of step `index` (steps() order), from the same bindings as kernel_args.
+  virtual void step_args(const Problem&, const Config&, std::size_t /*index*/, const Bindings&,
+                         KernelArgs&) const {}
   /// The one place kernel parameters are built: the tuner's harness and the runtime both call it.
   virtual void kernel_args(const Problem& problem, const Config& config, const Bindings& bindings,
                            KernelArgs& args) const = 0;

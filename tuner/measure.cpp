@@ -175,9 +175,10 @@ LaunchTimer::LaunchTimer(TunerKernels& kernels, const DeviceInfo& device, double
   }
 }
 
-void LaunchTimer::launch(CUfunction f, const LaunchShape& s, KernelArgs& args) {
-  driver::check(launch_kernel(f, s, stream_, args.pointers()),
-                s.programmatic ? "cuLaunchKernelEx" : "cuLaunchKernel");
+void LaunchTimer::launch(std::span<const TimedLaunch> call) {
+  for (const TimedLaunch& l : call)
+    driver::check(launch_kernel(l.function, *l.shape, stream_, l.args),
+                  l.shape->programmatic || l.shape->cooperative ? "cuLaunchKernelEx" : "cuLaunchKernel");
 }
 
 int LaunchTimer::launches_per_sample(double estimate_us) const noexcept {
@@ -186,9 +187,9 @@ int LaunchTimer::launches_per_sample(double estimate_us) const noexcept {
   return std::clamp(static_cast<int>(std::ceil(200.0 / std::max(estimate_us, 0.5))), 2, 64);
 }
 
-double LaunchTimer::probe(CUfunction f, const LaunchShape& shape, KernelArgs& args) {
+double LaunchTimer::probe(std::span<const TimedLaunch> call) {
   JITUNE_CU_CHECK(cuEventRecord(start_[0]->get(), stream_));
-  launch(f, shape, args);
+  launch(call);
   JITUNE_CU_CHECK(cuEventRecord(stop_[0]->get(), stream_));
   JITUNE_CU_CHECK(cuEventSynchronize(stop_[0]->get()));
   float ms = 0;
@@ -197,12 +198,17 @@ double LaunchTimer::probe(CUfunction f, const LaunchShape& shape, KernelArgs& ar
 }
 
 std::vector<double> LaunchTimer::time(CUfunction f, const LaunchShape& s, KernelArgs& args, int samples) {
+  const TimedLaunch one{f, &s, args.pointers()};
+  return time(std::span<const TimedLaunch>(&one, 1), samples);
+}
+
+std::vector<double> LaunchTimer::time(std::span<const TimedLaunch> call, int samples) {
   samples = std::min<int>(samples, static_cast<int>(start_.size()));
   // Lines an earlier candidate loaded with an evict_last policy (cache hints) stay ahead of others in L2 until
   // reset, and made every later candidate of a case look up to 25% faster on the H100: each candidate starts from
   // normal lines. (The stream is idle here: the previous time() ended with a synchronize.)
   JITUNE_CU_CHECK(cuCtxResetPersistingL2Cache());
-  const int per = launches_per_sample(mode_ == L2Mode::kWarm ? probe(f, s, args) : 0.0);
+  const int per = launches_per_sample(mode_ == L2Mode::kWarm ? probe(call) : 0.0);
   CUfunction spin = mode_ == L2Mode::kWarm ? kernels_.spin() : nullptr;
   for (int r = 0; r < samples; ++r) {
     if (flush_.bytes() > 0)
@@ -214,7 +220,7 @@ std::vector<double> LaunchTimer::time(CUfunction f, const LaunchShape& s, Kernel
       JITUNE_CU_CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, stream_, spin_args, nullptr));
     }
     JITUNE_CU_CHECK(cuEventRecord(start_[r]->get(), stream_));
-    for (int k = 0; k < per; ++k) launch(f, s, args);
+    for (int k = 0; k < per; ++k) launch(call);
     JITUNE_CU_CHECK(cuEventRecord(stop_[r]->get(), stream_));
   }
   JITUNE_CU_CHECK(cuStreamSynchronize(stream_));

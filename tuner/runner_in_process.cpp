@@ -39,12 +39,13 @@ class InProcessRunner final : public CandidateRunner {
       return r;
     }
     const LaunchPrep prep = family_.prep(problem_, c.config);
-    KernelArgs args;
-    family_.kernel_args(problem_, c.config, work_->bindings(prep), args);
+    CallLaunches call(family_, problem_, c.config, l, work_->bindings(prep));
     // Correct first: one run on poisoned outputs, compared with the CPU reference.
     work_->reset_outputs(stream_.get());
     work_->prepare_launch(prep, stream_.get());
-    const CUresult launched = launch_kernel(l.function, l.shape, stream_.get(), args.pointers());
+    CUresult launched = CUDA_SUCCESS;
+    for (const TimedLaunch& k : call.launches())
+      if (launched == CUDA_SUCCESS) launched = launch_kernel(k.function, *k.shape, stream_.get(), k.args);
     const CUresult synced = launched == CUDA_SUCCESS ? driver::api().cuStreamSynchronize(stream_.get()) : launched;
     if (synced != CUDA_SUCCESS) {
       r.status = "launch_failed";
@@ -61,7 +62,7 @@ class InProcessRunner final : public CandidateRunner {
       return r;
     }
     // Timing: 3 samples, cut if far behind the best, else enough samples for the time budget.
-    std::vector<double> samples = timer_->time(l.function, l.shape, args, 3);
+    std::vector<double> samples = timer_->time(call.launches(), 3);
     const double med = median_spread(samples).first;
     if (best_us > 0 && med > settings_.cut_ratio * best_us) {
       r.status = "cut";
@@ -72,7 +73,7 @@ class InProcessRunner final : public CandidateRunner {
       const int want = std::clamp(static_cast<int>(std::ceil(settings_.min_time_ms * 1000.0 / per_sample_us)),
                                   settings_.min_reps, settings_.max_reps);
       if (want > 3) {
-        auto more = timer_->time(l.function, l.shape, args, want - 3);
+        auto more = timer_->time(call.launches(), want - 3);
         samples.insert(samples.end(), more.begin(), more.end());
       }
       r.status = "ok";
@@ -87,13 +88,12 @@ class InProcessRunner final : public CandidateRunner {
     for (int round = 0; round < settings_.retime_reps; ++round)
       for (std::size_t f = 0; f < finalists.size(); ++f) {
         const Loaded& l = load(*finalists[f]);
-        KernelArgs args;
         // The finalists share the workspace: each one's zeroed range is cleared again before its launch (another
         // finalist's launches may have written there, or the workspace was reallocated for a larger one).
         const LaunchPrep prep = family_.prep(problem_, finalists[f]->config);
-        family_.kernel_args(problem_, finalists[f]->config, work_->bindings(prep), args);
+        CallLaunches call(family_, problem_, finalists[f]->config, l, work_->bindings(prep));
         work_->prepare_launch(prep, stream_.get());
-        rounds[f].push_back(timer_->time(l.function, l.shape, args, 1).at(0));
+        rounds[f].push_back(timer_->time(call.launches(), 1).at(0));
       }
     return rounds;
   }
@@ -102,6 +102,33 @@ class InProcessRunner final : public CandidateRunner {
   struct Loaded {
     CUfunction function = nullptr;
     LaunchShape shape;
+    std::vector<KernelStep> steps;  ///< Family::steps, compiled here (the binary cache keeps them)
+  };
+
+  /// One call's launches in order (the steps before, the main kernel, the steps after) with their parameters.
+  class CallLaunches {
+   public:
+    CallLaunches(const Family& family, const Problem& problem, const Config& config, const Loaded& l,
+                 const Bindings& bindings)
+        : step_args_(l.steps.size()) {
+      family.kernel_args(problem, config, bindings, main_args_);
+      for (std::size_t i = 0; i < l.steps.size(); ++i)
+        family.step_args(problem, config, i, bindings, step_args_[i]);
+      auto add_steps = [&](bool after) {
+        for (std::size_t i = 0; i < l.steps.size(); ++i)
+          if (l.steps[i].after == after)
+            launches_.push_back({l.steps[i].function, &l.steps[i].shape, step_args_[i].pointers()});
+      };
+      add_steps(false);
+      launches_.push_back({l.function, &l.shape, main_args_.pointers()});
+      add_steps(true);
+    }
+    std::span<const TimedLaunch> launches() const noexcept { return launches_; }
+
+   private:
+    KernelArgs main_args_;
+    std::vector<KernelArgs> step_args_;
+    std::vector<TimedLaunch> launches_;
   };
 
   const Loaded& load(const Candidate& c) {
@@ -109,9 +136,21 @@ class InProcessRunner final : public CandidateRunner {
     if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
     auto& module = modules_[c.module_id];
     if (!module) module = std::make_unique<driver::Module>(c.program->cubin.data());
-    Loaded l{module->function(c.lowered), family_.launch_shape(problem_, c.config, impl_.device)};
+    Loaded l{module->function(c.lowered), family_.launch_shape(problem_, c.config, impl_.device), {}};
     ready_function(l.function, l.shape, impl_.device);
-    return loaded_.emplace(key, l).first->second;
+    std::size_t index = 0;
+    for (StepKernel& step : family_.steps(problem_, c.config, impl_.device)) {
+      // Steps are few and shared by a problem's candidates (a layout change): compiled on first use, then
+      // loaded from the binary cache; kept in the runtime's modules for the session.
+      bool cached = false;
+      CachedBinary b = impl_.binary_of(step.source, family_, c.config, false, &cached);
+      KernelStep loaded{impl_.load_function("tuner step\n" + key + "\n" + std::to_string(index++),
+                                            std::move(b), cached, step.source, family_, c.config),
+                        step.shape, step.after};
+      ready_function(loaded.function, loaded.shape, impl_.device);
+      l.steps.push_back(loaded);
+    }
+    return loaded_.emplace(key, std::move(l)).first->second;
   }
 
   Runtime::Impl& impl_;

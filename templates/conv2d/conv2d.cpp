@@ -13,25 +13,44 @@ class ConvFamily final : public Family {
             {"algo",
              {0, 1, 2, 3, 4, 5, 6},
              "0: direct kernel (FFMA on shared-memory tiles, any dtype); 1: implicit GEMM on tensor cores "
-             "(mma.sync on sm_80+ or wgmma on sm_90, float16 / bfloat16, or float32 on TF32 tensor cores where the "
+             "(mma.sync on sm_80+ or wgmma on sm_90, float16 / bfloat16, or float32 on TF32 tensor cores "
+             "where the "
              "problem's precision is tf32); 2: direct on tensor cores (a shared halo tile read by "
-             "ldmatrix, short reductions, float16 / bfloat16, sm_80+); 3: Winograd F(2x2, 3x3) in float32 (3x3, "
-             "stride 1, dilation 1, either layout); 4: Winograd F(4x4, 3x3), as 3 with 4x4 output tiles (2.25x "
-             "fewer products than 3, about four times its rounding error); 5: Winograd F(4x4, 3x3) as 4, in one "
-             "cooperative launch of three passes: transforms into a workspace, the 36 products as batched GEMMs of "
-             "block tiles up to 128 x 128, the output transform; 6: an NCHW 1x1 convolution of stride 1 without padding "
-             "(float16 / bfloat16, sm_80+) as a streaming GEMM on mma.sync: persistent blocks keep w in shared "
+             "ldmatrix, short reductions, float16 / bfloat16, sm_80+); 3: Winograd F(2x2, 3x3) in float32 "
+             "(3x3, "
+             "stride 1, dilation 1, either layout); 4: Winograd F(4x4, 3x3), as 3 with 4x4 output tiles "
+             "(2.25x "
+             "fewer products than 3, about four times its rounding error); 5: Winograd F(4x4, 3x3) as 4, in "
+             "one "
+             "cooperative launch of three passes: transforms into a workspace, the 36 products as batched "
+             "GEMMs of "
+             "block tiles up to 128 x 128, the output transform; 6: an NCHW 1x1 convolution of stride 1 "
+             "without padding "
+             "(float16 / bfloat16, sm_80+) as a streaming GEMM on mma.sync: persistent blocks keep w in "
+             "shared "
              "memory, copy tiles of pixels by cp.async and store 16-byte runs of pixels"},
             {"out_h", {1, 2, 4}, "direct: output rows per thread", "algo", {0}},
             {"out_w", {1, 2, 4}, "direct: contiguous output columns per thread", "algo", {0}},
-            {"block_h", {1, 2, 4, 8, 16}, "direct: thread rows per block (tile height = block_h * out_h)", "algo", {0}},
-            {"block_w", {8, 16, 32}, "direct: thread columns per block (tile width = block_w * out_w)", "algo", {0}},
+            {"block_h",
+             {1, 2, 4, 8, 16},
+             "direct: thread rows per block (tile height = block_h * out_h)",
+             "algo",
+             {0}},
+            {"block_w",
+             {8, 16, 32},
+             "direct: thread columns per block (tile width = block_w * out_w)",
+             "algo",
+             {0}},
             {"k_block",
              {1, 2, 3, 4, 6, 8, 12, 16},
              "direct: output channels per block, all accumulated by each thread; divides K",
              "algo",
              {0}},
-            {"c_stage", {1, 2, 3, 4, 8}, "direct: input channels per shared-memory stage; divides C", "algo", {0}},
+            {"c_stage",
+             {1, 2, 3, 4, 8},
+             "direct: input channels per shared-memory stage; divides C",
+             "algo",
+             {0}},
             {"load",
              {1, 2, 4, 8},
              "direct: elements per global vector load of the input tile; load * element size <= 16",
@@ -47,85 +66,139 @@ class ConvFamily final : public Family {
              "direct: register cap per thread (blocks per SM); 255: none; cap * threads <= 65536",
              "algo",
              {0}},
-            {"tile_m", {32, 64, 128, 256}, "implicit and streaming GEMM: output pixels per block", "algo", {1, 6}},
-            {"tile_n", {16, 32, 64, 128, 256}, "implicit and streaming GEMM: output channels per block (256: algo 6 "
-             "only)", "algo", {1, 6}},
-            {"tile_k", {16, 32, 64}, "implicit GEMM: reduction (C * R * S) elements per shared-memory stage",
-             "algo", {1}},
-            {"warps_m", {1, 2, 4}, "implicit and streaming GEMM: warps along the pixels (warp tile tile_m / warps_m)",
-             "algo", {1, 6}},
-            {"warps_n", {1, 2, 4}, "implicit and streaming GEMM: warps along the channels (warp tile tile_n / "
-             "warps_n)", "algo", {1, 6}},
+            {"tile_m",
+             {32, 64, 128, 256},
+             "implicit and streaming GEMM: output pixels per block",
+             "algo",
+             {1, 6}},
+            {"tile_n",
+             {16, 32, 64, 128, 256},
+             "implicit and streaming GEMM: output channels per block (256: algo 6 "
+             "only)",
+             "algo",
+             {1, 6}},
+            {"tile_k",
+             {16, 32, 64},
+             "implicit GEMM: reduction (C * R * S) elements per shared-memory stage",
+             "algo",
+             {1}},
+            {"warps_m",
+             {1, 2, 4},
+             "implicit and streaming GEMM: warps along the pixels (warp tile tile_m / warps_m)",
+             "algo",
+             {1, 6}},
+            {"warps_n",
+             {1, 2, 4},
+             "implicit and streaming GEMM: warps along the channels (warp tile tile_n / "
+             "warps_n)",
+             "algo",
+             {1, 6}},
             {"min_blocks",
              {1, 2},
-             "implicit and streaming GEMM: blocks per SM the register allocation must allow (2: at most 32768 / "
+             "implicit and streaming GEMM: blocks per SM the register allocation must allow (2: at most "
+             "32768 / "
              "threads registers)",
              "algo",
              {1, 6}},
             {"mma",
              {0, 1},
              "implicit GEMM: 0: mma.sync, each warp a warp tile; 1: wgmma (sm_90), each of warps_m x warps_n "
-             "warpgroups a 64 x (tile_n / warps_n) tile with channels in 64s, 128-byte rows (tile_k 64, TF32 32)",
+             "warpgroups a 64 x (tile_n / warps_n) tile with channels in 64s, 128-byte rows (tile_k 64, TF32 "
+             "32)",
              "algo",
              {1}},
             {"split_k",
              {1, 2, 4, 8},
-             "implicit GEMM: blocks sharing each output tile's reduction (a float workspace; the last block sums "
+             "implicit GEMM: blocks sharing each output tile's reduction (a float workspace; the last block "
+             "sums "
              "the partials in order)",
              "algo",
              {1}},
             {"stages",
              {0, 2, 3, 4, 6, 8},
-             "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-8: a cp.async pipeline "
-             "of that many shared buffers (C a multiple of 8, TF32 4: channels last, repack 1, or an NCHW 1x1 "
-             "convolution of stride 1 without padding on wgmma, its pixels copied in runs; 16-bit only); streaming "
+             "implicit GEMM: 0: stages fed through registers (double buffer, any layout); 2-8: a cp.async "
+             "pipeline "
+             "of that many shared buffers (C a multiple of 8, TF32 4: channels last, repack 1, or an NCHW "
+             "1x1 "
+             "convolution of stride 1 without padding on wgmma, its pixels copied in runs; 16-bit only); "
+             "streaming "
              "GEMM: 2-4 tiles of pixels in the ring",
              "algo",
              {1, 6}},
             {"repack",
-             {0, 1, 2},
-             "implicit GEMM, NCHW: 1: one cooperative launch copies x and w to channels last in the workspace, "
-             "then (after a grid barrier) runs the cp.async pipeline over the copies, writing y in NCHW; 2: the "
-             "same with the copies as rings of 16-byte cp.async tiles (igemm_repack.cuh; x and w 16-byte aligned)",
+             {0, 1, 2, 3},
+             "implicit GEMM, NCHW: 1: one cooperative launch copies x and w to channels last in the "
+             "workspace, "
+             "then (after a grid barrier) runs the cp.async pipeline over the copies, writing y in NCHW; 2: "
+             "the "
+             "same with the copies as rings of 16-byte cp.async tiles (igemm_repack.cuh; x and w 16-byte "
+             "aligned); "
+             "3: repack 2's copies as a kernel of their own before the GEMM and its unstaging of y as one "
+             "after it, "
+             "up to three launches a call (igemm_launches.cuh; aligned as 2)",
              "algo",
              {1}},
             {"persist",
              {0, 1},
-             "implicit GEMM, NCHW 1x1 read as pixel runs: 1: one balanced wave of blocks, each taking output tiles "
+             "implicit GEMM, NCHW 1x1 read as pixel runs: 1: one balanced wave of blocks, each taking output "
+             "tiles "
              "in turn with its cp.async pipeline copying the next tile while it stores the last (split_k 1)",
              "algo",
              {1}},
             {"rows", {1, 2, 4, 8, 16, 32}, "tensor-core direct: output rows per block", "algo", {2}},
             {"cols", {16, 32, 64, 128}, "tensor-core direct: output columns per block", "algo", {2}},
-            {"n_block", {8, 16, 32, 64}, "tensor-core direct: output channels per block (8 or a multiple of 16)",
-             "algo", {2}},
+            {"n_block",
+             {8, 16, 32, 64},
+             "tensor-core direct: output channels per block (8 or a multiple of 16)",
+             "algo",
+             {2}},
             {"warps", {2, 4, 8}, "tensor-core direct: warps per block", "algo", {2}},
-            {"m_tiles", {1, 2, 4}, "tensor-core direct: 16-pixel groups a warp computes at once", "algo", {2}},
-            {"wino_k", {16, 32, 64, 128}, "Winograd: output channels per block (algo 5: of a GEMM block tile); "
-             "128 for algo 5 only", "algo", {3, 4, 5}},
-            {"wino_tiles", {16, 32, 64, 8, 128}, "Winograd: output tiles (2x2 for algo 3, 4x4 for 4 and 5) per block; 8 "
-             "for algo 4 and 5, 128 for algo 5 only", "algo", {3, 4, 5}},
+            {"m_tiles",
+             {1, 2, 4},
+             "tensor-core direct: 16-pixel groups a warp computes at once",
+             "algo",
+             {2}},
+            {"wino_k",
+             {16, 32, 64, 128},
+             "Winograd: output channels per block (algo 5: of a GEMM block tile); "
+             "128 for algo 5 only",
+             "algo",
+             {3, 4, 5}},
+            {"wino_tiles",
+             {16, 32, 64, 8, 128},
+             "Winograd: output tiles (2x2 for algo 3, 4x4 for 4 and 5) per block; 8 "
+             "for algo 4 and 5, 128 for algo 5 only",
+             "algo",
+             {3, 4, 5}},
             {"wino_c", {4, 8, 16}, "Winograd: input channels per shared-memory stage", "algo", {3, 4, 5}},
             {"wino_rk", {4, 8}, "Winograd: output channels per thread (of wino_k)", "algo", {3, 4, 5}},
-            {"wino_rt", {4, 8}, "Winograd: tiles per thread (of wino_tiles); threads 16 (algo 3), 36 (algo 4) or 1 "
-             "(algo 5) * wino_k / wino_rk * wino_tiles / wino_rt", "algo", {3, 4, 5}},
-            {"wino_min_blocks", {1, 2}, "Winograd: blocks per SM the register allocation must allow", "algo",
+            {"wino_rt",
+             {4, 8},
+             "Winograd: tiles per thread (of wino_tiles); threads 16 (algo 3), 36 (algo 4) or 1 "
+             "(algo 5) * wino_k / wino_rk * wino_tiles / wino_rt",
+             "algo",
+             {3, 4, 5}},
+            {"wino_min_blocks",
+             {1, 2},
+             "Winograd: blocks per SM the register allocation must allow",
+             "algo",
              {3, 4, 5}},
         }) {}
 
   std::string_view name() const override { return "conv2d"; }
   std::string_view template_name() const override { return "conv2d/conv2d.cuh"; }
   std::vector<std::string_view> templates() const override {
-    return {template_name(), detail::kWinograd4Template, detail::kWinogradGemmTemplate, detail::kStreamTemplate,
-            detail::kRepackTemplate};
+    return {template_name(),         detail::kWinograd4Template, detail::kWinogradGemmTemplate,
+            detail::kStreamTemplate, detail::kRepackTemplate,    detail::kLaunchesTemplate};
   }
   std::string_view template_of(const Config& config) const override {
     const std::int64_t algo = config.at("algo");
-    return algo == 4   ? detail::kWinograd4Template
-           : algo == 5 ? detail::kWinogradGemmTemplate
-           : algo == 6 ? detail::kStreamTemplate
+    return algo == 4                               ? detail::kWinograd4Template
+           : algo == 5                             ? detail::kWinogradGemmTemplate
+           : algo == 6                             ? detail::kStreamTemplate
            : algo == 1 && config.at("repack") == 2 ? detail::kRepackTemplate
-                       : template_name();
+           : algo == 1 && config.at("repack") == 3 ? detail::kLaunchesTemplate
+                                                   : template_name();
   }
   const Space& space() const override { return space_; }
   // About 0.6 s of NVRTC per candidate on an H100 host, mostly the NVVM optimizer on the unrolled body.
@@ -224,7 +297,7 @@ class ConvFamily final : public Family {
                  ? 0
                  : 1;
     }
-    if (tuned.at("algo") == 1 && tuned.at("repack") == 2)
+    if (tuned.at("algo") == 1 && tuned.at("repack") >= 2)
       return aligned(b.pointers[0]) && aligned(b.pointers[1]) && aligned(b.at(3)) ? 0 : 1;
     if (tuned.at("algo") != 1 || tuned.at("stages") == 0 || tuned.at("repack") == 1) return 0;
     const bool pixel_runs = static_cast<const ConvProblem&>(problem).shape().layout == ImageLayout::kNCHW;
@@ -236,7 +309,7 @@ class ConvFamily final : public Family {
     if (slot == 1 && tuned.at("algo") == 6)
       return detail::stream_fallback(static_cast<const ConvProblem&>(problem), device);
     Config c = tuned;
-    if (slot == 1 && tuned.at("algo") == 1 && tuned.at("repack") == 2) {
+    if (slot == 1 && tuned.at("algo") == 1 && tuned.at("repack") >= 2) {
       c.set("repack", 1);
       return c;
     }
@@ -245,6 +318,16 @@ class ConvFamily final : public Family {
       c.set("persist", 0);  // persistent blocks run only the cp.async pipeline
     }
     return c;
+  }
+
+  std::vector<StepKernel> steps(const Problem& problem, const Config& config,
+                                const DeviceInfo& device) const override {
+    return detail::igemm_steps(static_cast<const ConvProblem&>(problem), config, device);
+  }
+
+  void step_args(const Problem& problem, const Config& config, std::size_t index, const Bindings& b,
+                 KernelArgs& args) const override {
+    detail::igemm_step_args(static_cast<const ConvProblem&>(problem), config, index, b, args);
   }
 
   Shortcut shortcut(const Problem& problem) const override {

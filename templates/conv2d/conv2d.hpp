@@ -87,9 +87,10 @@ struct TileGeometry {
 };
 TileGeometry tile_geometry(const ConvProblem& problem, const Config& config);
 
-/// Lays out the kernel's templates::conv2d::Args<T> (x, w, bias, y, residual, then n, h, w, p, q, pad_h, pad_w,
-/// tiles_x as 32-bit ints), then for the implicit GEMM (algo 1) its workspace pointer (Family::prep; null without
-/// split-K).
+/// Lays out the kernel's templates::conv2d::Args<T> (x, w, bias, y, residual, then n, h, w, p, q, pad_h,
+/// pad_w, tiles_x as 32-bit ints), then for the implicit GEMM (algo 1) its workspace pointer (Family::prep;
+/// null without split-K), and for repack 3 the addresses of x's, w's and (where staged, else null) y's copies
+/// in it.
 void push_args(const ConvProblem& problem, const Config& config, const void* x, const void* w,
                const void* bias, void* y, const void* residual, void* workspace, KernelArgs& args);
 

@@ -21,6 +21,8 @@ inline constexpr std::string_view kWinogradGemmTemplate = "conv2d/winograd4_gemm
 inline constexpr std::string_view kStreamTemplate = "conv2d/conv1x1.cuh";
 /// The template of algo 1's repack 2 (NCHW copied to channels last by a ring of cp.async tiles), likewise.
 inline constexpr std::string_view kRepackTemplate = "conv2d/igemm_repack.cuh";
+/// The template of algo 1's repack 3 (the repacking as a call of up to three launches), likewise.
+inline constexpr std::string_view kLaunchesTemplate = "conv2d/igemm_launches.cuh";
 /// Registers a thread can hold; the kernels' register estimates are checked against it.
 inline constexpr std::int64_t kMaxRegisters = 255;
 /// The largest workspace repack 1 or 2 may ask for (its copies of x and w): 4 GiB.
@@ -89,7 +91,8 @@ struct RepackPlan {
   bool flat = true;
 };
 RepackPlan repack_plan(std::int64_t c, std::int64_t l, std::int64_t capacity, std::int64_t v);
-/// Why repack 2's plan fits neither form for x or w under `config` (repack 1 copies any shape), empty if it fits.
+/// Why repack 2's or 3's (config's `repack`) plan fits neither form for x or w, or its unstaging cannot take
+/// y (repack 1 copies any shape), empty if it fits.
 std::string repack2_check(const ConvProblem& p, const Config& config);
 /// Whether repack 2 stages y channels last in the workspace and unstages it to NCHW (P * Q not a multiple of the
 /// 16-byte chunk, where igemm.cuh's NCHW epilogue stores element by element).
@@ -113,7 +116,26 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device);
 KernelSource igemm_source(const ConvProblem& p, const Config& config);
 /// The split-K workspace (algo 1 with split_k > 1): arrival counters, then the partial tiles; nothing otherwise.
 LaunchPrep igemm_prep(const ConvProblem& p, const Config& config);
-LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config);
+LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// Byte offsets in a repacking config's workspace (igemm_prep): the split-K part after the 256-byte header,
+/// x's copy {N,H,W,C}, w's {K,R,S,C}, and y staged {N,P,Q,K} (repack 2 and 3 where repack2_stages_y; else y
+/// == the end).
+struct RepackOffsets {
+  std::size_t split = 0, x = 0, w = 0, y = 0, end = 0;
+};
+RepackOffsets repack_offsets(const ConvProblem& p, const Config& config);
+/// Elements of one buffer of repack 3's copy ring (igemm_launches.cuh's kStepBufferBytes / element size).
+std::int64_t repack3_copy_capacity(const ConvProblem& p);
+/// repack 3's steps: the copy of x and w before the GEMM, the unstaging of y after it where y is staged.
+std::vector<StepKernel> igemm_steps(const ConvProblem& p, const Config& config, const DeviceInfo& device);
+/// Lays out the kernels' Args<T> alone (push_args without the workspace).
+void push_call_args(const ConvProblem& p, const Config& config, const void* x, const void* w,
+                    const void* bias, void* y, const void* residual, KernelArgs& args);
+/// Parameters of repack 3's step `index` (igemm_steps order) and of its main kernel after push_args' (the
+/// copies' addresses).
+void igemm_step_args(const ConvProblem& p, const Config& config, std::size_t index, const Bindings& b,
+                     KernelArgs& args);
+void igemm_main_extra_args(const ConvProblem& p, const Config& config, void* workspace, KernelArgs& args);
 
 // tcd.cpp: the tensor-core direct variant (algo 2)
 /// tcd.cuh's block shape, halo tile and shared memory for a config, with the register estimate the limits use.

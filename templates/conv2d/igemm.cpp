@@ -49,28 +49,37 @@ RepackPlan repack_plan(std::int64_t c, std::int64_t l, std::int64_t capacity, st
 
 std::string repack2_check(const ConvProblem& p, const Config& c) {
   const auto& s = p.shape();
-  const std::int64_t capacity = repack_capacity(p, c), v = chunk_elements(p);
+  const std::string rp = "repack " + std::to_string(c.at("repack"));
+  // repack 2's ring lives in the GEMM's stage buffers; repack 3's copy kernel has its own
+  // (igemm_launches.cuh).
+  const std::int64_t capacity = c.at("repack") == 3 ? repack3_copy_capacity(p) : repack_capacity(p, c);
+  const std::int64_t v = chunk_elements(p);
   for (const std::int64_t l : {s.r * s.s, s.h * s.w})
     if (repack_plan(s.c, l, capacity, v).kc == 0)
-      return "repack 2 copies whole rows of " + std::to_string(l) + " positions or 64-position segments (" +
+      return rp + " copies whole rows of " + std::to_string(l) + " positions or 64-position segments (" +
              std::to_string(l) + " is not a multiple of " + std::to_string(v) + ") through ring stages of " +
              std::to_string(capacity) + " elements, and neither fits: repack 1 copies any shape";
   if (repack2_stages_y(p)) {
     // y staged channels last, then unstaged v channels of a whole image at a time through the stage buffers.
     if (s.k % v != 0)
-      return "repack 2 stages y channels last where P * Q = " + std::to_string(p.p() * p.q()) +
-             " is not a multiple of " + std::to_string(v) + ", in 16-byte chunks of channels: K a multiple of " +
-             std::to_string(v) + " (K = " + std::to_string(s.k) + "); repack 1 stores y in place";
+      return rp + " stages y channels last where P * Q = " + std::to_string(p.p() * p.q()) +
+             " is not a multiple of " + std::to_string(v) +
+             ", in 16-byte chunks of channels: K a multiple of " + std::to_string(v) +
+             " (K = " + std::to_string(s.k) + "); repack 1 stores y in place";
     if (4 * capacity < v * p.p() * p.q())
-      return "repack 2 unstages y " + std::to_string(v) + " channels of a whole " + std::to_string(p.p()) + " x " +
-             std::to_string(p.q()) + " image at a time, more than its " + std::to_string(4 * capacity) +
-             " elements of stage buffers; repack 1 stores y in place";
+      return rp + " unstages y " + std::to_string(v) + " channels of a whole " + std::to_string(p.p()) +
+             " x " + std::to_string(p.q()) + " image at a time, more than its " +
+             std::to_string(4 * capacity) + " elements of stage buffers; repack 1 stores y in place";
   }
   return {};
 }
 
 bool repack2_stages_y(const ConvProblem& p) {
   return p.p() * p.q() % chunk_elements(p) != 0;
+}
+
+std::int64_t repack3_copy_capacity(const ConvProblem& p) {
+  return 16384 / element_bytes(p);  // igemm_launches.cuh's kStepBufferBytes
 }
 
 std::int64_t repack_capacity(const ConvProblem& p, const Config& c) {
@@ -186,13 +195,13 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
     if (const std::size_t bytes = igemm_prep(p, c).workspace_bytes; bytes > kMaxRepackWorkspace)
       return rp + " copies x and w into a workspace of " + std::to_string(bytes) +
              " bytes; at most 4 GiB: repack 0 reads them in place" + cfg();
-    if (c.at("repack") == 2) {
-      // (A TF32 tile of two warpgroups spilled its copy ring's addressing under min_blocks 2's 128 registers.)
-      if (c.at("min_blocks") != 1)
-        return "repack 2 with min_blocks " + std::to_string(c.at("min_blocks")) +
-               ": its copy ring spills under the lower register cap (repack 1 takes it)" + cfg();
+    // (A TF32 tile of two warpgroups spilled repack 2's copy ring's addressing under min_blocks 2's 128
+    // registers; repack 3 copies in a kernel of its own.)
+    if (c.at("repack") == 2 && c.at("min_blocks") != 1)
+      return "repack 2 with min_blocks " + std::to_string(c.at("min_blocks")) +
+             ": its copy ring spills under the lower register cap (repack 1 takes it)" + cfg();
+    if (c.at("repack") >= 2)
       if (std::string why = repack2_check(p, c); !why.empty()) return why + cfg();
-    }
   }
   if (c.at("stages") > 0 && c.at("repack") == 0) {
     if (s.c % v != 0)
@@ -319,9 +328,18 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
     return "min_blocks 2 with the cp.async pipeline (tuned: 1)";
   // The repacked layers' picks on the H200 took 4 to 8 stages, never 3 (a copy ring of 3 stages is shallow too),
   // and split_k 1 or 2.
-  if (c.at("repack") == 2 && (c.at("stages") < 4 || c.at("split_k") > 2))
-    return "repack 2 with " + std::to_string(c.at("stages")) + " stages and split_k " +
-           std::to_string(c.at("split_k")) + " (tuned: 4 to 8 stages, split_k 1 or 2)";
+  if (c.at("repack") >= 2 && (c.at("stages") < 4 || c.at("split_k") > 2))
+    return "repack " + std::to_string(c.at("repack")) + " with " + std::to_string(c.at("stages")) +
+           " stages and split_k " + std::to_string(c.at("split_k")) +
+           " (tuned: 4 to 8 stages, split_k 1 or 2)";
+  // Three launches a call pay their launch gaps back only over a few waves of tiles: not where 64 x 64 output tiles
+  // number fewer than the SMs (N1 C = K = 256 14x14: 16 tiles).
+  if (c.at("repack") == 3) {
+    const std::int64_t tiles = ceil_div(p.shape().n * p.p() * p.q(), 64) * ceil_div(p.shape().k, 64);
+    if (tiles < device.sm_count)
+      return "repack 3 (three launches) where 64 x 64 output tiles number " + std::to_string(tiles) +
+             ", fewer than the " + std::to_string(device.sm_count) + " SMs (repack 1 and 2 are one launch)";
+  }
   // Split-K pays where the output tiles leave SMs idle, and only with a few stages per split.
   if (c.at("split_k") > 1) {
     const IgemmGeometry g = igemm_geometry(p, c);
@@ -344,7 +362,8 @@ std::string igemm_neighbourhood_check(const ConvProblem& p, const Config& c, con
     return "tile_n 256 as " + std::to_string(c.at("tile_m")) + " x 256 of " +
            std::to_string(c.at("warps_m") * c.at("warps_n")) + " warpgroups, stages " +
            std::to_string(c.at("stages")) + ", repack " + std::to_string(c.at("repack")) +
-           " (tuned: 64 x 256 of two warpgroups, 128 channels each, in the cp.async pipeline, repack 0 or 2)";
+           " (tuned: 64 x 256 of two warpgroups, 128 channels each, in the cp.async pipeline, repack 0, 2 or "
+           "3)";
   if (c.at("min_blocks") == 2 && 32 * warps * 2 * 255 <= 65536)
     return "min_blocks 2 with " + std::to_string(32 * warps) + " threads: the register cap stays 255";
   return {};
@@ -397,14 +416,19 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
                                       {"stages", pixel_runs ? 3 : 4},
                                       {"split_k", pixel_runs ? heuristic_split(p, wg_m, wg_n, 64, device) : 1},
                                       {"repack", repack ? 1 : 0}});
-    // repack 2 (its copy rings, y staged channels last) for small images and wherever it stages y (P * Q not a
-    // multiple of the 16-byte chunk, where repack 1 stores y element by element): on the H200 its default beat repack
-    // 1's on the 7x7 layers (C = K = 512: 45.5 against 48.9 us, TF32 68.0 against 86.7) and, once the unstaging was
-    // spread over every block, on 14x14 (37.1 against 40.1); it lost where y is not staged: 28x28 (34.5 / 32.0),
-    // 56x56 (43.2 / 42.1), TF32 14x14 (54.5 / 51.0; bench/RESULTS.md 2026-11-29). Where the copies would pass the
-    // workspace limit, the in-place kernels below.
-    if (repack && (p.p() * p.q() <= 64 || repack2_stages_y(p))) {
-      c.set("repack", 2);
+    // repack 2 (its copy rings, y staged channels last) for small images and wherever it stages y (P * Q not
+    // a multiple of the 16-byte chunk, where repack 1 stores y element by element): on the H200 its default
+    // beat repack 1's on the 7x7 layers (C = K = 512: 45.5 against 48.9 us, TF32 68.0 against 86.7) and, once
+    // the unstaging was spread over every block, on 14x14 (37.1 against 40.1); it lost where y is not staged:
+    // 28x28 (34.5 / 32.0), 56x56 (43.2 / 42.1), TF32 14x14 (54.5 / 51.0; bench/RESULTS.md 2026-11-29). repack
+    // 3 (the same copies as launches of their own) beat both up to 14x14 on the H200 with these tiles: C = K
+    // = 512 7x7 38.5 against 41.1 (repack 2), C = K = 256 14x14 35.8 / 36.8, TF32 14x14 47.7 / 51.5 (repack
+    // 1), and lost from 28x28 on (33.7 / 29.5; bench/RESULTS.md 2026-11-29, twenty-third session). Where the
+    // copies would pass the workspace limit, the in-place kernels below.
+    const bool small = p.p() * p.q() <= 196 || repack2_stages_y(p);
+    if (repack && small) {
+      c.set("repack", 3);
+      if (!repack2_check(p, c).empty()) c.set("repack", p.p() * p.q() <= 64 || repack2_stages_y(p) ? 2 : 1);
       if (!repack2_check(p, c).empty()) c.set("repack", 1);
     }
     if (!repack || igemm_prep(p, c).workspace_bytes <= kMaxRepackWorkspace) return c;
@@ -431,6 +455,16 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config) {
       name += ", " + std::to_string(v);
     return program(p, name + ">", kRepackTemplate);
   }
+  if (config.at("repack") == 3) {  // conv::conv2d_igemm_after_copy, the main kernel of three launches
+    std::string name = "jitune::conv::conv2d_igemm_after_copy<" + std::string(dtype_cuda_type(p.dtype()));
+    for (std::int64_t v :
+         {s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
+          config.at("tile_n"), config.at("tile_k"), config.at("warps_m"), config.at("warps_n"),
+          config.at("min_blocks"), config.at("mma"), config.at("stages"), config.at("split_k"),
+          std::int64_t{s.bias ? 1 : 0}, std::int64_t{repack2_stages_y(p) ? 1 : 0}})
+      name += ", " + std::to_string(v);
+    return program(p, name + ">", kLaunchesTemplate);
+  }
   std::string name = "jitune::conv::conv2d_igemm<" + std::string(dtype_cuda_type(p.dtype()));
   const std::int64_t layout = s.layout == ImageLayout::kNHWC ? 1 : config.at("repack") == 1 ? 2 : 0;
   for (std::int64_t v : {layout, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, config.at("tile_m"),
@@ -442,10 +476,15 @@ KernelSource igemm_source(const ConvProblem& p, const Config& config) {
   return program(p, std::move(name));
 }
 
-LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config) {
+LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
   const IgemmGeometry g = igemm_geometry(p, config);
   LaunchShape shape;
-  if (config.at("repack") != 0) {
+  if (config.at("repack") == 3) {
+    // A block per output tile and split, as the channels-last kernel; it waits for the copy kernel's writes.
+    shape.grid.x = static_cast<unsigned>(
+        std::min<std::int64_t>(g.grid_m * g.grid_n * config.at("split_k"), (std::int64_t{1} << 31) - 1));
+    shape.programmatic = device.cc() >= 90;
+  } else if (config.at("repack") != 0) {
     // One resident wave (the loader caps it at the loaded kernel's occupancy), output tiles taken in turn.
     shape.grid.x = static_cast<unsigned>(std::min<std::int64_t>(g.grid_m * g.grid_n * config.at("split_k"),
                                                                 std::int64_t{1} << 30));
@@ -464,37 +503,110 @@ LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config) {
   return shape;
 }
 
+namespace {
+
+// Split-K's part of the workspace: arrival counters (conv::igemm_counter_bytes), then the partial tiles; 0
+// without.
+std::size_t split_workspace_bytes(const ConvProblem& p, const Config& config) {
+  if (config.at("split_k") == 1) return 0;
+  const IgemmGeometry g = igemm_geometry(p, config);
+  const auto tiles = static_cast<std::size_t>(g.grid_m * g.grid_n);
+  return align256(tiles * 4) +
+         tiles * static_cast<std::size_t>(config.at("split_k") * config.at("tile_m") * config.at("tile_n")) *
+             sizeof(float);
+}
+
+}  // namespace
+
 LaunchPrep igemm_prep(const ConvProblem& p, const Config& config) {
   LaunchPrep prep;
   if (config.at("algo") != 1) return prep;
   const bool repack = config.at("repack") != 0;
   if (config.at("split_k") == 1 && !repack) return prep;
   const IgemmGeometry g = igemm_geometry(p, config);
-  std::size_t split_bytes = 0;  // split-K: arrival counters (conv::igemm_counter_bytes), then the partial tiles
   const auto tiles = static_cast<std::size_t>(g.grid_m * g.grid_n);
-  if (config.at("split_k") > 1)
-    split_bytes = align256(tiles * 4) + tiles * static_cast<std::size_t>(config.at("split_k") * config.at("tile_m") *
-                                                                        config.at("tile_n")) * sizeof(float);
   prep.rezeroed_by_kernel = true;
   if (!repack) {
     prep.zero_end = tiles * 4;
-    prep.workspace_bytes = split_bytes;
+    prep.workspace_bytes = split_workspace_bytes(p, config);
     return prep;
   }
-  // repack 1 (conv::conv2d_igemm layout 2) and 2 (conv::conv2d_igemm_repacked): the barrier counter (conv::kRepackHeaderBytes), the split-K part, x as
-  // {N,H,W,C}, then w as {K,R,S,C}; zeroed up to the last split-K counter.
+  // repack 1 (conv::conv2d_igemm layout 2), 2 (conv::conv2d_igemm_repacked) and 3 (igemm_launches.cuh): the
+  // barrier counter (conv::kRepackHeaderBytes; repack 3 has no barrier), the split-K part, x as {N,H,W,C},
+  // then w as {K,R,S,C} (repack_offsets); zeroed up to the last split-K counter.
+  prep.zero_end = config.at("split_k") > 1 ? 256 + tiles * 4 : 4;
+  prep.workspace_bytes = repack_offsets(p, config).end;
+  return prep;
+}
+
+RepackOffsets repack_offsets(const ConvProblem& p, const Config& config) {
   const auto& s = p.shape();
-  const std::size_t header = 256;
   const auto es = static_cast<std::size_t>(element_bytes(p));
+  const std::size_t split_bytes = split_workspace_bytes(p, config);
   const std::size_t x_bytes = static_cast<std::size_t>(s.n * s.h * s.w * s.c) * es;
   const std::size_t w_bytes = static_cast<std::size_t>(s.k * s.r * s.s * s.c) * es;
-  prep.zero_end = config.at("split_k") > 1 ? header + tiles * 4 : 4;
-  prep.workspace_bytes = header + align256(split_bytes) + align256(x_bytes) + w_bytes;
-  // repack 2 where it stages y: y channels last after w.
-  if (config.at("repack") == 2 && repack2_stages_y(p))
-    prep.workspace_bytes = header + align256(split_bytes) + align256(x_bytes) + align256(w_bytes) +
-                           static_cast<std::size_t>(s.n * p.p() * p.q() * s.k) * es;
-  return prep;
+  RepackOffsets o;
+  o.split = 256;  // conv::kRepackHeaderBytes: repack 1 and 2's barrier counter
+  o.x = o.split + align256(split_bytes);
+  o.w = o.x + align256(x_bytes);
+  o.y = o.end = o.w + w_bytes;
+  // repack 2 and 3 where they stage y: y channels last after w.
+  if (config.at("repack") >= 2 && repack2_stages_y(p)) {
+    o.y = o.w + align256(w_bytes);
+    o.end = o.y + static_cast<std::size_t>(s.n * p.p() * p.q() * s.k) * es;
+  }
+  return o;
+}
+
+std::vector<StepKernel> igemm_steps(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
+  if (config.at("algo") != 1 || config.at("repack") != 3) return {};
+  const auto& s = p.shape();
+  const std::string type(dtype_cuda_type(p.dtype()));
+  // igemm_launches.cuh: kStepThreads threads, kRepackRing (4) buffers of kStepBufferBytes, as many blocks as
+  // stay resident (three an SM on the H100 / H200).
+  LaunchShape shape;
+  shape.block.x = 256;
+  shape.shared_bytes = 4 * 16384;
+  const std::int64_t per_sm =
+      std::max<std::int64_t>(1, device.max_shared_per_sm / (shape.shared_bytes + 1024));
+  shape.grid.x = static_cast<unsigned>(std::max<std::int64_t>(1, per_sm * device.sm_count));
+  std::vector<StepKernel> steps;
+  // The copy's program has no epilogue: every epilogue of a problem shares it.
+  steps.push_back({{"#include \"" + std::string(kLaunchesTemplate) + "\"\n",
+                    "jitune::conv::conv2d_repack_copy<" + type + ", " + std::to_string(s.c) + ", " +
+                        std::to_string(s.k) + ", " + std::to_string(s.r * s.s) + ">"},
+                   shape,
+                   false});
+  if (repack2_stages_y(p)) {
+    LaunchShape after = shape;
+    after.programmatic = device.cc() >= 90;  // conv2d_unstage waits for the GEMM
+    steps.push_back({program(p, "jitune::conv::conv2d_unstage<" + type + ", " + std::to_string(s.k) + ">",
+                             kLaunchesTemplate),
+                     after, true});
+  }
+  return steps;
+}
+
+void igemm_step_args(const ConvProblem& p, const Config& config, std::size_t index, const Bindings& b,
+                     KernelArgs& args) {
+  const RepackOffsets o = repack_offsets(p, config);
+  auto* const ws = static_cast<unsigned char*>(b.workspace);
+  push_call_args(p, config, b.pointers[0], b.pointers[1], p.shape().bias ? b.pointers[2] : nullptr, b.at(3),
+                 p.residual() ? b.pointers[4] : nullptr, args);
+  if (index == 0) {
+    args.push(static_cast<void*>(ws + o.x));
+    args.push(static_cast<void*>(ws + o.w));
+  } else {
+    args.push(static_cast<void*>(ws + o.y));
+  }
+}
+
+void igemm_main_extra_args(const ConvProblem& p, const Config& config, void* workspace, KernelArgs& args) {
+  const RepackOffsets o = repack_offsets(p, config);
+  auto* const ws = static_cast<unsigned char*>(workspace);
+  args.push(static_cast<void*>(ws + o.x));
+  args.push(static_cast<void*>(ws + o.w));
+  args.push(repack2_stages_y(p) ? static_cast<void*>(ws + o.y) : nullptr);
 }
 
 }  // namespace jitune::templates::conv2d::detail

@@ -53,7 +53,7 @@ KernelSource source(const ConvProblem& p, const Config& config) {
 }
 
 LaunchShape launch_shape(const ConvProblem& p, const Config& config, const DeviceInfo& device) {
-  if (config.at("algo") == 1) return igemm_launch_shape(p, config);
+  if (config.at("algo") == 1) return igemm_launch_shape(p, config, device);
   if (config.at("algo") == 2) return tcd_launch_shape(p, config, device);
   if (config.at("algo") == 6) return stream_launch_shape(p, config, device);
   if (config.at("algo") >= 3) return wino_launch_shape(p, config);
@@ -66,6 +66,42 @@ LaunchShape launch_shape(const ConvProblem& p, const Config& config, const Devic
   shape.block.x = static_cast<unsigned>(g.threads);
   shape.shared_bytes = static_cast<unsigned>(g.shared_bytes);
   return shape;
+}
+
+void push_call_args(const ConvProblem& p, const Config& config, const void* x, const void* w,
+                    const void* bias, void* y, const void* residual, KernelArgs& args) {
+  struct ArgsLayout {  // templates::conv2d::Args<T> in conv2d.cuh
+    const void* x;
+    const void* w;
+    const void* bias;
+    void* y;
+    const void* residual;
+    std::int32_t n, h, w_, p, q, pad_h, pad_w, tiles_x;
+  };
+  static_assert(sizeof(ArgsLayout) == 72);
+  const auto& s = p.shape();
+  // tiles_x: output tiles along Q for the direct kernels and Winograd (2 or 4 columns each); the implicit
+  // GEMM and the streaming GEMM do not read it.
+  const std::int64_t algo = config.at("algo");
+  const std::int64_t tile_w = algo == 1 || algo == 6 ? 1
+                              : algo == 2            ? config.at("cols")
+                              : algo == 3            ? 2
+                              : algo >= 4            ? 4
+                                                     : config.at("block_w") * config.at("out_w");
+  const ArgsLayout a{x,
+                     w,
+                     bias,
+                     y,
+                     residual,
+                     static_cast<std::int32_t>(s.n),
+                     static_cast<std::int32_t>(s.h),
+                     static_cast<std::int32_t>(s.w),
+                     static_cast<std::int32_t>(p.p()),
+                     static_cast<std::int32_t>(p.q()),
+                     static_cast<std::int32_t>(s.pad_h),
+                     static_cast<std::int32_t>(s.pad_w),
+                     static_cast<std::int32_t>((p.q() + tile_w - 1) / tile_w)};
+  args.push_raw(&a, sizeof a, alignof(ArgsLayout));
 }
 
 }  // namespace detail
@@ -107,39 +143,10 @@ TileGeometry tile_geometry(const ConvProblem& problem, const Config& config) {
 
 void push_args(const ConvProblem& p, const Config& config, const void* x, const void* w, const void* bias,
                void* y, const void* residual, void* workspace, KernelArgs& args) {
-  struct ArgsLayout {  // templates::conv2d::Args<T> in conv2d.cuh
-    const void* x;
-    const void* w;
-    const void* bias;
-    void* y;
-    const void* residual;
-    std::int32_t n, h, w_, p, q, pad_h, pad_w, tiles_x;
-  };
-  static_assert(sizeof(ArgsLayout) == 72);
-  const auto& s = p.shape();
-  // tiles_x: output tiles along Q for the direct kernels and Winograd (2 or 4 columns each); the implicit GEMM and
-  // the streaming GEMM do not read it.
+  detail::push_call_args(p, config, x, w, bias, y, residual, args);
   const std::int64_t algo = config.at("algo");
-  const std::int64_t tile_w = algo == 1 || algo == 6 ? 1
-                              : algo == 2 ? config.at("cols")
-                              : algo == 3 ? 2
-                              : algo >= 4 ? 4
-                                          : config.at("block_w") * config.at("out_w");
-  const ArgsLayout a{x,
-                     w,
-                     bias,
-                     y,
-                     residual,
-                     static_cast<std::int32_t>(s.n),
-                     static_cast<std::int32_t>(s.h),
-                     static_cast<std::int32_t>(s.w),
-                     static_cast<std::int32_t>(p.p()),
-                     static_cast<std::int32_t>(p.q()),
-                     static_cast<std::int32_t>(s.pad_h),
-                     static_cast<std::int32_t>(s.pad_w),
-                     static_cast<std::int32_t>((p.q() + tile_w - 1) / tile_w)};
-  args.push_raw(&a, sizeof a, alignof(ArgsLayout));
   if (algo == 1 || algo == 5) args.push(workspace);
+  if (algo == 1 && config.at("repack") == 3) detail::igemm_main_extra_args(p, config, workspace, args);
 }
 
 }  // namespace jitune::templates::conv2d

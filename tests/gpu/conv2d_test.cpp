@@ -112,10 +112,11 @@ TEST_CASE("conv2d matches the CPU reference over random shapes, strides, padding
   CHECK(cases == 35);
 }
 
-// Launches each of `configs` directly (compiled by the tuner's pool, no dispatch) on the family's workload of
-// `p` and compares the output with the CPU reference. Kernels that leave their workspace's zeroed range zero
-// (split-K counters, the repacking kernel's barrier) are launched a second time without clearing it, and the
-// range must read zero after each launch. Returns the configs run.
+// Launches each of `configs` directly (compiled by the tuner's pool, no dispatch; a config's steps, Family::steps,
+// compiled through the runtime and launched before and after it) on the family's workload of `p` and compares the
+// output with the CPU reference. Kernels that leave their workspace's zeroed range zero (split-K counters, the
+// repacking kernel's barrier) are launched a second time without clearing it, and the range must read zero after
+// each launch. Returns the configs run.
 std::size_t launch_and_check(Runtime& rt, const templates::conv2d::ConvProblem& p, const std::vector<Config>& configs,
                              CUstream stream) {
   const Family& fam = templates::conv2d::conv2d_family();
@@ -139,11 +140,30 @@ std::size_t launch_and_check(Runtime& rt, const templates::conv2d::ConvProblem& 
       const LaunchPrep prep = fam.prep(p, config);
       const Bindings bindings = dw.bindings(prep);
       fam.kernel_args(p, config, bindings, args);
+      std::vector<StepKernel> steps = fam.steps(p, config, rt.device());
+      std::vector<CUfunction> step_functions;
+      std::vector<KernelArgs> step_args(steps.size());
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        Runtime::Impl& impl = internal::impl(rt);
+        step_functions.push_back(impl.load_function("test step " + config.text() + std::to_string(i),
+                                                    impl.binary_of(steps[i].source, fam, config), true,
+                                                    steps[i].source, fam, config));
+        ready_function(step_functions.back(), steps[i].shape, rt.device());
+        fam.step_args(p, config, i, bindings, step_args[i]);
+      }
+      auto launch_steps = [&](bool after) {
+        for (std::size_t i = 0; i < steps.size(); ++i)
+          if (steps[i].after == after)
+            driver::check(launch_kernel(step_functions[i], steps[i].shape, stream, step_args[i].pointers()),
+                          "launch_kernel (step)");
+      };
       dw.prepare_launch(prep, stream);  // the zeroed range starts at zero
       for (int launch = 0; launch < (prep.rezeroed_by_kernel ? 2 : 1); ++launch) {
         INFO("launch ", launch);
         dw.reset_outputs(stream);
+        launch_steps(false);
         driver::check(launch_kernel(f, shape, stream, args.pointers()), "launch_kernel");
+        launch_steps(true);
         JITUNE_CU_CHECK(cuStreamSynchronize(stream));
         std::vector<std::byte> got(w.output_bytes[0]);
         JITUNE_CU_CHECK(cuMemcpyDtoH(got.data(), dw.output_buffers()[0].get(), got.size()));
@@ -524,7 +544,7 @@ TEST_CASE("split-K: repeated calls match the reference and reuse one kept worksp
   CHECK(internal::impl(rt).scratches.size() == 1);
 }
 
-TEST_CASE("repack 1 and 2: NCHW copied to channels last in one cooperative launch matches the CPU reference") {
+TEST_CASE("repack 1, 2 and 3: NCHW copied to channels last (one cooperative launch, or three) matches the CPU reference") {
   TempDir dir;
   Runtime rt(test::isolated_options(dir));
   const Family& fam = templates::conv2d::conv2d_family();
@@ -561,7 +581,7 @@ TEST_CASE("repack 1 and 2: NCHW copied to channels last in one cooperative launc
     std::int64_t n, c, h, w, k, r, stride, dilation, pad;
   };
   std::size_t launched = 0;
-  std::size_t twos = 0;
+  std::size_t twos = 0, threes = 0;
   for (const Shape& k : {Shape{2, 48, 21, 19, 80, 3, 1, 1, 1}, Shape{9, 24, 6, 5, 40, 3, 1, 1, 1},
                          Shape{6, 16, 13, 11, 40, 3, 2, 2, 3}, Shape{96, 16, 24, 24, 48, 3, 1, 1, 1},
                          Shape{8, 64, 7, 7, 96, 3, 1, 1, 1}, Shape{3, 64, 56, 56, 40, 3, 1, 1, 1}}) {
@@ -573,7 +593,7 @@ TEST_CASE("repack 1 and 2: NCHW copied to channels last in one cooperative launc
     std::vector<Config> configs;
     auto add = [&](std::int64_t mma, std::int64_t tm, std::int64_t tn, std::int64_t wm, std::int64_t wn,
                    std::int64_t stages, std::int64_t split) {
-      for (std::int64_t repack : {1, 2}) {
+      for (std::int64_t repack : {1, 2, 3}) {
         Config c{{"algo", 1}, {"mma", mma}, {"tile_m", tm}, {"tile_n", tn}, {"tile_k", mma ? 64 : 32},
                  {"warps_m", wm}, {"warps_n", wn}, {"min_blocks", 1}, {"stages", stages}, {"split_k", split},
                  {"repack", repack}};
@@ -583,7 +603,8 @@ TEST_CASE("repack 1 and 2: NCHW copied to channels last in one cooperative launc
         INFO(c.text());
         if (mma == 1 && rt.device().cc() != 90) return;
         // Tiles twice as wide as a small problem's channels (or splits without work) are refused there.
-        if (templates::conv2d::kernel_limits(p, c, rt.device()).empty()) configs.push_back(c), twos += repack == 2;
+        if (templates::conv2d::kernel_limits(p, c, rt.device()).empty())
+          configs.push_back(c), twos += repack == 2, threes += repack == 3;
       }
     };
     add(1, 128, 128, 2, 1, 4, 1);
@@ -599,6 +620,46 @@ TEST_CASE("repack 1 and 2: NCHW copied to channels last in one cooperative launc
   }
   CHECK(launched >= 16);
   CHECK(twos >= 8);
+  CHECK(threes >= 8);
+  // repack 3 through the runtime's loader and launch (Runtime::Impl::kernel loads the steps, launch_call runs them
+  // around the main kernel), twice on one workspace: y staged (7 x 7) and not (14 x 16).
+  if (rt.device().cc() >= 80)
+    for (const std::int64_t h : {7, 14}) {
+      templates::conv2d::ConvProblem::Shape s;
+      s.n = 5, s.c = 64, s.h = h, s.w = h == 7 ? 7 : 16, s.k = 96, s.r = s.s = 3, s.pad_h = s.pad_w = 1, s.bias = true;
+      s.epilogue = "y = max(acc, 0.0f)";
+      const templates::conv2d::ConvProblem p(DType::kBFloat16, s);
+      Config c{{"algo", 1}, {"mma", rt.device().cc() == 90 ? 1 : 0}, {"tile_m", 64}, {"tile_n", 32}, {"tile_k", 32},
+               {"warps_m", rt.device().cc() == 90 ? 1 : 2}, {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4},
+               {"split_k", 1}, {"repack", 3}};
+      if (rt.device().cc() == 90) c.set("tile_k", 64), c.set("tile_n", 64);
+      for (const Param& param : fam.space().params())
+        if (!c.find(param.name)) c.set(param.name, param.values.front());
+      c = fam.space().canonical(std::move(c));
+      INFO(p.signature(), " ", c.text());
+      REQUIRE(templates::conv2d::kernel_limits(p, c, rt.device()).empty());
+      Runtime::Impl& impl = internal::impl(rt);
+      const Kernel& kernel = impl.kernel(fam, p, c);
+      CHECK(kernel.steps.size() == (h == 7 ? 2u : 1u));
+      const Workload w = fam.workload(p, 77);
+      const auto expected = fam.reference(p, w);
+      tuner::DeviceWorkload dw(fam, p, w, expected);
+      const OutputCheck check = fam.output_check(p, 0);
+      const std::uint64_t count = w.output_bytes[0] / dtype_size(p.dtype());
+      const Bindings bindings = dw.bindings(kernel.prep);
+      dw.prepare_launch(kernel.prep, nullptr);
+      for (int round = 0; round < 2; ++round) {
+        dw.reset_outputs(nullptr);
+        KernelArgs args;
+        fam.kernel_args(p, c, bindings, args);
+        impl.launch_call(fam, p, kernel, bindings, args, nullptr);
+        JITUNE_CU_CHECK(cuCtxSynchronize());
+        std::vector<std::byte> got(w.output_bytes[0]);
+        JITUNE_CU_CHECK(cuMemcpyDtoH(got.data(), dw.output_buffers()[0].get(), got.size()));
+        const CompareResult r = compare_host(check, got.data(), expected[0].data(), count);
+        CHECK_MESSAGE(r.ok(), r.describe(count, check));
+      }
+    }
 }
 
 // A 1x1 layer of stride 1 without padding for the NCHW 1x1 tests: sizes, bias, epilogue, dtype.

@@ -591,24 +591,25 @@ TEST_CASE("repack 2: the NCHW copies as rings of cp.async tiles; its plan, rules
 
   auto p = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "512"}, {"h", "7"}, {"w", "7"}, {"k", "512"},
                     {"r", "3"}, {"padding", "1"}, {"bias", "1"}});
-  // The default takes repack 2 for images of at most 64 output pixels (7x7 here) and where it stages y (14x14: 196
-  // pixels, not a multiple of 8), repack 1 elsewhere (28x28; TF32 14x14, whose 196 is a multiple of 4).
+  // The default takes repack 3 up to 196 output pixels (7x7, 14x14; TF32 14x14 too, whose y is not staged)
+  // and wherever repack 2 would stage y, repack 1 elsewhere (28x28).
   Config c = fam().heuristic(*p, hopper);
   REQUIRE(c.at("algo") == 1);
-  CHECK(c.at("repack") == 2);
+  CHECK(c.at("repack") == 3);
   REQUIRE(fam().validate(*p, c, hopper).empty());
   auto p14 = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
                       {"r", "3"}, {"padding", "1"}});
-  CHECK(fam().heuristic(*p14, hopper).at("repack") == 2);
+  CHECK(fam().heuristic(*p14, hopper).at("repack") == 3);
   auto p28 = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "128"}, {"h", "28"}, {"w", "28"}, {"k", "128"},
                       {"r", "3"}, {"padding", "1"}});
   CHECK(fam().heuristic(*p28, hopper).at("repack") == 1);
   auto tf14 = problem({{"dtype", "float32"}, {"precision", "tf32"}, {"n", "32"}, {"c", "256"}, {"h", "14"},
                        {"w", "14"}, {"k", "256"}, {"r", "3"}, {"padding", "1"}});
-  CHECK(fam().heuristic(*tf14, hopper).at("repack") == 1);
+  CHECK(fam().heuristic(*tf14, hopper).at("repack") == 3);
   auto tf7 = problem({{"dtype", "float32"}, {"precision", "tf32"}, {"n", "32"}, {"c", "512"}, {"h", "7"}, {"w", "7"},
                       {"k", "512"}, {"r", "3"}, {"padding", "1"}});
-  CHECK(fam().heuristic(*tf7, hopper).at("repack") == 2);
+  CHECK(fam().heuristic(*tf7, hopper).at("repack") == 3);
+  c.set("repack", 2);
   // Its own template (the records of repack 0 and 1 keep theirs), repack 1's launch and workspace, plus y staged
   // channels last where P * Q (49) is not a multiple of 8.
   CHECK(fam().template_of(c) == "conv2d/igemm_repack.cuh");
@@ -713,6 +714,130 @@ TEST_CASE("repack 2: the NCHW copies as rings of cp.async tiles; its plan, rules
   Config r7{{"algo", 1}, {"mma", 1}, {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps_m", 1},
             {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4}, {"split_k", 2}, {"repack", 2}};
   CHECK(require_compiles(compiler, *res7, with_fronts(r7), hopper).find(", 1, 1, jitune_conv_epilogue>") != std::string::npos);
+}
+
+TEST_CASE("repack 3: the repacking as a call of up to three launches (steps); their programs, args, rules, NVRTC") {
+  namespace d = templates::conv2d::detail;
+  const DeviceInfo hopper = nominal_device(90), ampere = nominal_device(80);
+  auto p = problem({{"dtype", "float16"}, {"n", "32"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
+                    {"r", "3"}, {"padding", "1"}, {"bias", "1"}});
+  Config c{{"algo", 1}, {"mma", 1}, {"tile_m", 64}, {"tile_n", 256}, {"tile_k", 64}, {"warps_m", 1},
+           {"warps_n", 2}, {"min_blocks", 1}, {"stages", 4}, {"split_k", 1}, {"repack", 3}};
+  c = with_fronts(c);
+  REQUIRE(fam().validate(*p, c, hopper).empty());
+  CHECK(fam().template_of(c) == "conv2d/igemm_launches.cuh");
+  const std::vector<std::string_view> all = fam().templates();
+  CHECK(std::find(all.begin(), all.end(), std::string_view("conv2d/igemm_launches.cuh")) != all.end());
+  // The main kernel: a block per tile and split (98 x 1 tiles of 64 x 256), programmatic on sm_90, no cooperation.
+  const LaunchShape main = fam().launch_shape(*p, c, hopper);
+  CHECK_FALSE(main.cooperative);
+  CHECK(main.programmatic);
+  CHECK(main.grid.x == 98);
+  CHECK_FALSE(fam().launch_shape(*p, c, ampere).programmatic);
+  CHECK(fam().source(*p, c).name_expression.rfind("jitune::conv::conv2d_igemm_after_copy<__half, 256, 256, 3, 3,", 0) ==
+        0);
+  // Steps: the copy before (one program for every epilogue), the unstaging after (196 pixels: y staged).
+  const std::vector<StepKernel> steps = fam().steps(*p, c, hopper);
+  REQUIRE(steps.size() == 2);
+  CHECK_FALSE(steps[0].after);
+  CHECK(steps[0].source.name_expression == "jitune::conv::conv2d_repack_copy<__half, 256, 256, 9>");
+  CHECK(steps[0].source.program == "#include \"conv2d/igemm_launches.cuh\"\n");
+  CHECK(steps[0].shape.block.x == 256);
+  CHECK(steps[0].shape.shared_bytes == 65536);
+  CHECK(steps[0].shape.grid.x == static_cast<unsigned>(hopper.sm_count * (hopper.max_shared_per_sm / (65536 + 1024))));
+  CHECK(steps[1].after);
+  CHECK(steps[1].shape.programmatic);
+  CHECK(steps[1].source.name_expression == "jitune::conv::conv2d_unstage<__half, 256>");
+  // Every other config has none; a 28 x 28 image (784 pixels) is not staged: the copy alone.
+  Config two = c;
+  two.set("repack", 2);
+  CHECK(fam().steps(*p, two, hopper).empty());
+  auto p28 = problem({{"dtype", "float16"}, {"n", "8"}, {"c", "128"}, {"h", "28"}, {"w", "28"}, {"k", "128"},
+                      {"r", "3"}, {"padding", "1"}});
+  Config c28 = c;
+  c28.set("tile_n", 128), c28.set("warps_n", 1);
+  REQUIRE(fam().validate(*p28, c28, hopper).empty());
+  CHECK(fam().steps(*p28, c28, hopper).size() == 1);
+  // The workspace is repack 2's (y staged after w); the main kernel takes the copies' addresses after the workspace,
+  // the copy its two destinations, the unstaging the staged y.
+  CHECK(fam().prep(*p, c).workspace_bytes == fam().prep(*p, two).workspace_bytes);
+  const d::RepackOffsets o = d::repack_offsets(as_conv(*p), c);
+  CHECK(o.split == 256);
+  CHECK(o.x == 256);
+  CHECK(o.w == o.x + 32ull * 256 * 196 * 2);
+  CHECK(o.y == o.w + 256ull * 256 * 9 * 2);
+  CHECK(o.end == fam().prep(*p, c).workspace_bytes);
+  alignas(256) static std::byte buffer[64];
+  const std::uint8_t classes[] = {16, 16, 16, 16};
+  const void* ptrs[] = {buffer, buffer, buffer, buffer};
+  Bindings b;
+  b.alignment = classes;
+  b.pointers = ptrs;
+  b.workspace = buffer;
+  KernelArgs main_args, copy_args, unstage_args;
+  fam().kernel_args(*p, c, b, main_args);
+  REQUIRE(main_args.count() == 5);  // Args, workspace, x's copy, w's copy, y staged
+  CHECK(*static_cast<void**>(main_args.pointers()[1]) == static_cast<void*>(buffer));
+  CHECK(*static_cast<void**>(main_args.pointers()[2]) == static_cast<void*>(buffer + o.x));
+  CHECK(*static_cast<void**>(main_args.pointers()[3]) == static_cast<void*>(buffer + o.w));
+  CHECK(*static_cast<void**>(main_args.pointers()[4]) == static_cast<void*>(buffer + o.y));
+  fam().step_args(*p, c, 0, b, copy_args);
+  REQUIRE(copy_args.count() == 3);
+  CHECK(*static_cast<void**>(copy_args.pointers()[1]) == static_cast<void*>(buffer + o.x));
+  CHECK(*static_cast<void**>(copy_args.pointers()[2]) == static_cast<void*>(buffer + o.w));
+  fam().step_args(*p, c, 1, b, unstage_args);
+  REQUIRE(unstage_args.count() == 2);
+  CHECK(*static_cast<void**>(unstage_args.pointers()[1]) == static_cast<void*>(buffer + o.y));
+  KernelArgs main28;
+  fam().kernel_args(*p28, c28, b, main28);
+  REQUIRE(main28.count() == 5);
+  CHECK(*static_cast<void**>(main28.pointers()[4]) == nullptr);  // y not staged
+  // Rules as repack 2's plan (its own ring of 16 KiB buffers), without repack 2's min_blocks rule; x, w or y off 16
+  // bytes: slot 1, repack 1 of the same tiles.
+  auto odd = problem({{"dtype", "float16"}, {"n", "1"}, {"c", "64"}, {"h", "3"}, {"w", "2001"}, {"k", "64"},
+                      {"r", "3"}, {"padding", "1"}});
+  Config o3{{"algo", 1}, {"mma", 1}, {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps_m", 1},
+            {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4}, {"split_k", 1}, {"repack", 3}};
+  CHECK(templates::conv2d::kernel_limits(as_conv(*odd), with_fronts(o3), hopper)
+            .find("repack 3 copies whole rows of 6003 positions") == 0);
+  CHECK(d::repack3_copy_capacity(as_conv(*p)) == 8192);
+  const void* off_ptrs[] = {buffer + 2, buffer, buffer, buffer};
+  b.pointers = off_ptrs;
+  CHECK(fam().variant(*p, c, b) == 1);
+  CHECK(fam().variant_config(*p, c, 1, hopper).at("repack") == 1);
+  // Tuned beside repack 1 and 2 on sm_90, where 64 x 64 tiles make a wave (not N1 C = K = 256 14x14: 16 tiles).
+  auto n1 = problem({{"dtype", "float16"}, {"n", "1"}, {"c", "256"}, {"h", "14"}, {"w", "14"}, {"k", "256"},
+                     {"r", "3"}, {"padding", "1"}});
+  Config c1 = c;
+  c1.set("tile_n", 128), c1.set("warps_n", 1);
+  CHECK(fam().validate(*n1, c1, hopper).find("repack 3 (three launches) where 64 x 64 output tiles number 16") == 0);
+  std::size_t pruned = 0, threes = 0;
+  for (const Config& x : tuner::legal_candidates(fam(), *p, hopper, pruned)) threes += x.at("algo") == 1 && x.at("repack") == 3;
+  CHECK(threes >= 8);
+  // NVRTC: the main kernel (float16 staged, TF32 not staged, a residual epilogue on mma.sync for sm_80) and every
+  // step, without spilling.
+  Compiler compiler;
+  require_compiles(compiler, *p, c, hopper);
+  auto res = problem({{"dtype", "bfloat16"}, {"n", "8"}, {"c", "64"}, {"h", "7"}, {"w", "7"}, {"k", "96"},
+                      {"r", "3"}, {"padding", "1"}, {"bias", "1"}, {"epilogue", "y = max(acc + r, 0.0f)"}});
+  Config r3{{"algo", 1}, {"mma", 0}, {"tile_m", 64}, {"tile_n", 32}, {"tile_k", 32}, {"warps_m", 2},
+            {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4}, {"split_k", 1}, {"repack", 3}};
+  r3 = with_fronts(r3);
+  CHECK(require_compiles(compiler, *res, r3, ampere).find(", 1, 1, jitune_conv_epilogue>") != std::string::npos);
+  auto tf = problem({{"dtype", "float32"}, {"precision", "tf32"}, {"n", "32"}, {"c", "64"}, {"h", "56"}, {"w", "56"},
+                     {"k", "64"}, {"r", "3"}, {"padding", "1"}});
+  Config t3 = fam().heuristic(*tf, hopper);
+  REQUIRE(t3.at("repack") != 0);
+  t3.set("repack", 3);
+  require_compiles(compiler, *tf, t3, hopper);
+  for (const auto& [q, cfg, dev] : {std::tuple{p.get(), c, hopper}, std::tuple{res.get(), r3, ampere},
+                                    std::tuple{tf.get(), t3, hopper}})
+    for (const StepKernel& step : fam().steps(*q, cfg, dev)) {
+      const CompiledProgram out = compiler.compile(step.source.program, {step.source.name_expression}, dev.arch(), true);
+      INFO(step.source.name_expression << "\n" << out.log);
+      REQUIRE(out.ok);
+      CHECK_FALSE(out.resources.at(0).spills());
+    }
 }
 
 TEST_CASE("NCHW 1x1 of stride 1 through cp.async in place (pixel-major A): rules, default, variant, NVRTC") {
@@ -1526,7 +1651,7 @@ TEST_CASE("Winograd F(4x4) (algo 4): algo 3's knobs on 4x4 tiles, its own templa
   CHECK(src.program.find("#include \"conv2d/winograd4.cuh\"") == 0);
   CHECK(src.name_expression.find("jitune::conv::conv2d_winograd<4, 0, 128, 128, 16, 16, 8, 8, 8, 1, 1, 0>") == 0);
   CHECK(config_template_hash(fam(), f4) != config_template_hash(fam(), f2));
-  CHECK(template_hashes(fam()).size() == 5);
+  CHECK(template_hashes(fam()).size() == 6);  // conv2d, winograd4, winograd4_gemm, conv1x1, igemm_repack, igemm_launches
   // Its rounding error does not shrink with C as the float32 tolerance does: C >= 64 only.
   auto c48 = problem({{"dtype", "float32"}, {"c", "48"}, {"h", "28"}, {"w", "28"}, {"k", "128"}, {"r", "3"}});
   CHECK(templates::conv2d::kernel_limits(as_conv(*c48), f4, dev).find("only where C >= 64 (here C = 48)") !=

@@ -662,6 +662,8 @@ class Explainer {
   const std::string& device() const noexcept { return device_; }
   /// The architecture kernels are compiled for ("sm_90").
   std::string arch() const { return runtime_ ? runtime_->device().arch() : device_info_.arch(); }
+  /// The device's facts: the GPU's, or without one those of the named device's records.
+  DeviceInfo device_info() const { return runtime_ ? runtime_->device() : device_info_; }
   /// Where a runtime keeps compiled kernels: its binary folder (on a GPU), else <user cache folder>/kernels.
   std::filesystem::path binary_folder(const Common& common) const {
     if (runtime_) return runtime_->options().binary_cache_dir;
@@ -803,9 +805,21 @@ int warmup(const Common& common, const WarmupArgs& args) {
         job.config = x.config;
         job.level = match_level_name(x.level);
         job.arch = explainer.arch();
-        job.source = f->source(*f->parse_problem(signature), Config::parse(x.config));
-        job.key = compiler.binary_key(job.source.program, job.source.name_expression, job.arch);
-        if (keys.insert(job.key).second) jobs.push_back(std::move(job));  // two cases, one kernel: compiled once
+        const auto problem = f->parse_problem(signature);
+        const Config config = Config::parse(x.config);
+        // The steps of a call of several kernels (Family::steps) are warmed with it, as "<case> step <i>".
+        std::vector<StepKernel> steps = f->steps(*problem, config, explainer.device_info());
+        job.source = f->source(*problem, config);
+        for (std::size_t i = 0; i <= steps.size(); ++i) {
+          WarmupJob one = job;
+          if (i > 0) {
+            one.case_name += " step " + std::to_string(i - 1);
+            one.source = std::move(steps[i - 1].source);
+          }
+          one.key = compiler.binary_key(one.source.program, one.source.name_expression, one.arch);
+          if (keys.insert(one.key).second)
+            jobs.push_back(std::move(one));  // two cases, one kernel: compiled once
+        }
       }
     }
   }
