@@ -61,7 +61,6 @@ std::string hard_check(const ConvProblem& p, const Config& config, const DeviceI
            "bfloat16 on sm_80+) or Winograd (algo 3: float32 3x3 filters of stride 1 and dilation 1)";
   const std::int64_t es = static_cast<std::int64_t>(dtype_size(p.dtype()));
   const std::int64_t load = config.at("load"), k_block = config.at("k_block"), c_stage = config.at("c_stage");
-  auto cfg = [&] { return " (" + config.text() + ")"; };
   if (load * es > 16)
     return "load " + std::to_string(load) + " moves " + std::to_string(load * es) +
            " bytes per access; the widest vector access is 16 bytes";
@@ -77,34 +76,32 @@ std::string hard_check(const ConvProblem& p, const Config& config, const DeviceI
   const TileGeometry g = tile_geometry(p, config);
   if (g.threads < 32 || g.threads > std::min(512, device.max_threads_per_block))
     return "block of " + std::to_string(g.threads) + " threads; allowed 32 to " +
-           std::to_string(std::min(512, device.max_threads_per_block)) + cfg();
+           std::to_string(std::min(512, device.max_threads_per_block));
   // A tile twice the output or more leaves half the block idle (32-thread blocks always pass).
   if (g.threads > 32 && config.at("block_h") > 1 && g.tile_h >= 2 * p.p())
     return "tile height " + std::to_string(g.tile_h) + " is at least twice the output height " +
-           std::to_string(p.p()) + ": more than half of the block would idle" + cfg();
+           std::to_string(p.p()) + ": more than half of the block would idle";
   if (g.threads > 32 && (config.at("block_w") > 8 || config.at("out_w") > 1) && g.tile_w >= 2 * p.q())
     return "tile width " + std::to_string(g.tile_w) + " is at least twice the output width " +
-           std::to_string(p.q()) + ": more than half of the block would idle" + cfg();
+           std::to_string(p.q()) + ": more than half of the block would idle";
   const std::int64_t fmas = config.at("out_h") * config.at("out_w") * k_block * s.r * s.s;
   if (fmas > kMaxUnrolledFmas)
     return "unrolled body of " + std::to_string(fmas) + " FMAs per input channel exceeds " +
-           std::to_string(kMaxUnrolledFmas) + " (instruction cache)" + cfg();
+           std::to_string(kMaxUnrolledFmas) + " (instruction cache)";
   if (g.shared_bytes > device.max_shared_per_block_optin)
     return "needs " + std::to_string(g.shared_bytes) + " bytes of shared memory; the device allows " +
-           std::to_string(device.max_shared_per_block_optin) + " per block" + cfg();
+           std::to_string(device.max_shared_per_block_optin) + " per block";
   if (config.at("double_buffer") != 0 && g.in_per_thread + g.w_per_thread > kMaxPrefetch)
     return "double buffering would hold " + std::to_string(g.in_per_thread + g.w_per_thread) +
-           " prefetched loads per thread (at most " + std::to_string(kMaxPrefetch) + ")" + cfg();
+           " prefetched loads per thread (at most " + std::to_string(kMaxPrefetch) + ")";
   const std::int64_t max_regs = config.at("max_regs");
   if (g.register_estimate > max_regs)
     return "needs about " + std::to_string(g.register_estimate) +
            " registers per thread (accumulators, operands" +
-           (config.at("double_buffer") ? ", prefetch" : "") + "); the cap is " + std::to_string(max_regs) +
-           cfg();
+           (config.at("double_buffer") ? ", prefetch" : "") + "); the cap is " + std::to_string(max_regs);
   if (max_regs * g.threads > device.registers_per_block)
     return "a block of " + std::to_string(g.threads) + " threads cannot hold " + std::to_string(max_regs) +
-           " registers each; the device has " + std::to_string(device.registers_per_block) + " per block" +
-           cfg();
+           " registers each; the device has " + std::to_string(device.registers_per_block) + " per block";
   return {};
 }
 
@@ -115,7 +112,7 @@ std::string hard_check(const ConvProblem& p, const Config& config, const DeviceI
 // buffered or the default's stage with and without double buffering; register caps that change the blocks
 // per SM; the widest load the rows allow.
 std::string neighbourhood_check(const Config& c, const Config& base, const DeviceInfo& device) {
-  auto tail = [&] { return " (tuned neighbourhood of the default " + base.text() + ")"; };
+  auto tail = [] { return std::string(" (outside the tuned neighbourhood of the default config)"); };
   if (c.at("load") != base.at("load"))
     return "load " + std::to_string(c.at("load")) + ": the rows allow load " +
            std::to_string(base.at("load")) + ", and narrower loads only add instructions";

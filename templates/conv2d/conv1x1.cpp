@@ -50,7 +50,6 @@ std::string stream_problem_check(const ConvProblem& p) {
 }
 
 std::string stream_hard_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
-  auto cfg = [&] { return " (" + c.text() + ")"; };
   if (std::string why = stream_problem_check(p); !why.empty()) return why;
   if (device.cc() < 80)
     return "algo 6 needs mma.sync and cp.async on bfloat16 / float16 (sm_80 or newer); the device is " + device.arch();
@@ -58,33 +57,34 @@ std::string stream_hard_check(const ConvProblem& p, const Config& c, const Devic
   if (g.tile_k % g.warps_k != 0 || g.tile_p % g.warps_p != 0 || g.warp_k % 16 != 0 || g.warp_p % 16 != 0)
     return "warp tile " + std::to_string(g.tile_k) + " / " + std::to_string(g.warps_k) + " channels x " +
            std::to_string(g.tile_p) + " / " + std::to_string(g.warps_p) +
-           " pixels (tile_n / warps_n x tile_m / warps_m) must be whole multiples of 16 x 16" + cfg();
+           " pixels (tile_n / warps_n x tile_m / warps_m) must be whole multiples of 16 x 16";
   const std::int64_t stages = c.at("stages");
   if (stages < 2 || stages > 4)
-    return "stages " + std::to_string(stages) + ": algo 6 keeps a ring of 2 to 4 tiles of x" + cfg();
+    return "stages " + std::to_string(stages) + ": algo 6 keeps a ring of 2 to 4 tiles of x";
   // Tiles more than twice the problem leave most of the block idle.
   if (g.tile_k > 16 && g.tile_k >= 2 * p.shape().k)
-    return "tile_n " + std::to_string(g.tile_k) + " is at least twice K = " + std::to_string(p.shape().k) + cfg();
+    return "tile_n " + std::to_string(g.tile_k) + " is at least twice K = " + std::to_string(p.shape().k);
   if (g.tile_p > 32 && g.tile_p >= 2 * g.pixels)
-    return "tile_m " + std::to_string(g.tile_p) + " is at least twice the image's " + std::to_string(g.pixels) +
-           " pixels" + cfg();
+    return "tile_m " + std::to_string(g.tile_p) + " is at least twice the image's " +
+           std::to_string(g.pixels) + " pixels";
   if (g.threads > std::min(512, device.max_threads_per_block))
-    return "block of " + std::to_string(g.threads) + " threads (warps_n x warps_m warps); at most 512" + cfg();
+    return "block of " + std::to_string(g.threads) + " threads (warps_n x warps_m warps); at most 512";
   if (g.accumulators > 128)
-    return std::to_string(g.accumulators) + " accumulators a thread (warp tile " + std::to_string(g.warp_k) + " x " +
-           std::to_string(g.warp_p) + "); at most 128" + cfg();
+    return std::to_string(g.accumulators) + " accumulators a thread (warp tile " + std::to_string(g.warp_k) +
+           " x " + std::to_string(g.warp_p) + "); at most 128";
   const std::int64_t cap = register_cap(g.threads, c.at("min_blocks"), device.registers_per_sm);
   if (g.register_estimate > cap)
     return "needs about " + std::to_string(g.register_estimate) + " registers per thread; " +
-           std::to_string(c.at("min_blocks")) + " blocks of " + std::to_string(g.threads) + " threads per SM allow " +
-           std::to_string(cap) + cfg();
+           std::to_string(c.at("min_blocks")) + " blocks of " + std::to_string(g.threads) +
+           " threads per SM allow " + std::to_string(cap);
   if (g.shared_bytes > device.max_shared_per_block_optin)
-    return "algo 6 keeps all of w (K x C = " + std::to_string(p.shape().k) + " x " + std::to_string(p.shape().c) +
+    return "algo 6 keeps all of w (K x C = " + std::to_string(p.shape().k) + " x " +
+           std::to_string(p.shape().c) +
            ") and a ring of x tiles in shared memory: " + std::to_string(g.shared_bytes) +
            " bytes, more than the device's " + std::to_string(device.max_shared_per_block_optin) +
-           " per block (algo 1 streams w)" + cfg();
+           " per block (algo 1 streams w)";
   if (g.tiles >= (std::int64_t{1} << 31))
-    return "algo 6 numbers the batch's " + std::to_string(g.tiles) + " pixel tiles in 32 bits" + cfg();
+    return "algo 6 numbers the batch's " + std::to_string(g.tiles) + " pixel tiles in 32 bits";
   return {};
 }
 

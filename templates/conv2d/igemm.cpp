@@ -166,7 +166,6 @@ IgemmGeometry igemm_geometry(const ConvProblem& p, const Config& c) {
 
 std::string igemm_hard_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
   const auto& s = p.shape();
-  auto cfg = [&] { return " (" + c.text() + ")"; };
   if (p.dtype() != DType::kFloat16 && p.dtype() != DType::kBFloat16 && !p.tf32())
     return "algo 1 (implicit GEMM on tensor cores) takes float16 or bfloat16, or float32 where the problem opts in "
            "to TF32 (precision tf32); this " + std::string(dtype_name(p.dtype())) +
@@ -175,8 +174,9 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
     return "algo 1 needs mma.sync on bfloat16 / float16 / TF32 (sm_80 or newer); the device is " + device.arch();
   // 256 channels a block: wgmma warpgroups only (mma.sync's warp tiles stop at 64 x 32 channels).
   if (c.at("tile_n") > 128 && c.at("mma") != 1)
-    return "tile_n " + std::to_string(c.at("tile_n")) + " with mma.sync (mma 0); algo 1 takes 256 on wgmma (mma 1), "
-           "16 to 128 otherwise" + cfg();
+    return "tile_n " + std::to_string(c.at("tile_n")) +
+           " with mma.sync (mma 0); algo 1 takes 256 on wgmma (mma 1), "
+           "16 to 128 otherwise";
   const std::int64_t v = chunk_elements(p);
   if (s.c * s.r * s.s > (std::int64_t{1} << 30))
     return "algo 1 indexes the reduction C * R * S = " + std::to_string(s.c * s.r * s.s) + " in 32 bits";
@@ -188,110 +188,115 @@ std::string igemm_hard_check(const ConvProblem& p, const Config& c, const Device
   if (c.at("repack") != 0) {
     const std::string rp = "repack " + std::to_string(c.at("repack"));
     if (s.layout != ImageLayout::kNCHW)
-      return rp + " copies an NCHW input to channels last; this x is channels last already: repack 0" + cfg();
+      return rp + " copies an NCHW input to channels last; this x is channels last already: repack 0";
     if (s.c % v != 0 || c.at("stages") == 0)
-      return rp + " feeds the cp.async pipeline 16-byte taps: C a multiple of " + std::to_string(v) + " (C = " +
-             std::to_string(s.c) + ") and stages 2 to 8 (stages " + std::to_string(c.at("stages")) + ")" + cfg();
+      return rp + " feeds the cp.async pipeline 16-byte taps: C a multiple of " + std::to_string(v) +
+             " (C = " + std::to_string(s.c) + ") and stages 2 to 8 (stages " +
+             std::to_string(c.at("stages")) + ")";
     if (const std::size_t bytes = igemm_prep(p, c).workspace_bytes; bytes > kMaxRepackWorkspace)
       return rp + " copies x and w into a workspace of " + std::to_string(bytes) +
-             " bytes; at most 4 GiB: repack 0 reads them in place" + cfg();
+             " bytes; at most 4 GiB: repack 0 reads them in place";
     // (A TF32 tile of two warpgroups spilled repack 2's copy ring's addressing under min_blocks 2's 128
     // registers; repack 3 copies in a kernel of its own.)
     if (c.at("repack") == 2 && c.at("min_blocks") != 1)
       return "repack 2 with min_blocks " + std::to_string(c.at("min_blocks")) +
-             ": its copy ring spills under the lower register cap (repack 1 takes it)" + cfg();
+             ": its copy ring spills under the lower register cap (repack 1 takes it)";
     if (c.at("repack") >= 2)
-      if (std::string why = repack2_check(p, c); !why.empty()) return why + cfg();
+      if (std::string why = repack2_check(p, c); !why.empty()) return why;
   }
   if (c.at("stages") > 0 && c.at("repack") == 0) {
     if (s.c % v != 0)
       return "stages " + std::to_string(c.at("stages")) + " (cp.async pipeline) copies 16 bytes (" +
              std::to_string(v) + " weights) of a filter row at a time: C a multiple of " + std::to_string(v) +
-             " (C = " + std::to_string(s.c) + "); stages 0 stages through registers" + cfg();
+             " (C = " + std::to_string(s.c) + "); stages 0 stages through registers";
     if (s.layout == ImageLayout::kNCHW && p.tf32())
       return "stages " + std::to_string(c.at("stages")) +
-             " on an NCHW x (repack 0) copies runs of pixels for a pixel-major wgmma operand, which TF32 does not "
-             "take (wgmma reads TF32 K-major only): stages 0 (through registers), or repack 1 (x copied to channels "
-             "last first) for a float32 NCHW x" + cfg();
+             " on an NCHW x (repack 0) copies runs of pixels for a pixel-major wgmma operand, which TF32 "
+             "does not "
+             "take (wgmma reads TF32 K-major only): stages 0 (through registers), or repack 1 (x copied to "
+             "channels "
+             "last first) for a float32 NCHW x";
     if (s.layout == ImageLayout::kNCHW) {
       if (const std::string why = pixel_runs_check(p); !why.empty())
-        return "stages " + std::to_string(c.at("stages")) + " on an NCHW x (repack 0) copies runs of pixels: " + why +
-               "; stages 0 stages through registers, and repack 1 copies x to channels last first" + cfg();
+        return "stages " + std::to_string(c.at("stages")) +
+               " on an NCHW x (repack 0) copies runs of pixels: " + why +
+               "; stages 0 stages through registers, and repack 1 copies x to channels last first";
       if (c.at("mma") != 1)
         return "stages " + std::to_string(c.at("stages")) +
-               " on an NCHW x (repack 0) feeds wgmma a pixel-major operand: mma 1" + cfg();
+               " on an NCHW x (repack 0) feeds wgmma a pixel-major operand: mma 1";
     }
   }
   if (c.at("persist") == 1 &&
       (s.layout != ImageLayout::kNCHW || c.at("stages") == 0 || c.at("repack") != 0 || c.at("split_k") != 1 ||
        c.at("mma") != 1))
-    return "persist 1 runs the NCHW 1x1 pixel-run pipeline (an NCHW x, stages 3 to 8, repack 0, mma 1) without "
-           "split-K (split_k 1)" + cfg();
+    return "persist 1 runs the NCHW 1x1 pixel-run pipeline (an NCHW x, stages 3 to 8, repack 0, mma 1) "
+           "without "
+           "split-K (split_k 1)";
   if (c.at("mma") == 1) {
     if (device.cc() != 90)
       return "mma 1 (wgmma) runs on sm_90 only; the device is " + device.arch() + ": mma 0 (mma.sync) runs there";
     if (c.at("tile_k") * element_bytes(p) != 128)
-      return "mma 1 (wgmma) stages 128-byte rows: tile_k " + std::to_string(128 / element_bytes(p)) + " for " +
-             std::string(dtype_name(p.dtype())) + ", not " + std::to_string(c.at("tile_k")) + cfg();
+      return "mma 1 (wgmma) stages 128-byte rows: tile_k " + std::to_string(128 / element_bytes(p)) +
+             " for " + std::string(dtype_name(p.dtype())) + ", not " + std::to_string(c.at("tile_k"));
     if (c.at("tile_m") != 64 * c.at("warps_m"))
       return "mma 1 (wgmma): each of warps_m warpgroups takes 64 pixels, so tile_m = 64 * warps_m (" +
-             std::to_string(c.at("tile_m")) + " with warps_m " + std::to_string(c.at("warps_m")) + ")" + cfg();
+             std::to_string(c.at("tile_m")) + " with warps_m " + std::to_string(c.at("warps_m")) + ")";
     if ((c.at("tile_n") / c.at("warps_n")) % 64 != 0)
       return "mma 1 (wgmma): each warpgroup takes channels in 64s; tile_n / warps_n = " +
-             std::to_string(c.at("tile_n") / c.at("warps_n")) + cfg();
+             std::to_string(c.at("tile_n") / c.at("warps_n"));
     if (c.at("stages") == 2)
-      return "mma 1 (wgmma) keeps one stage's products in flight: stages 0 (through registers) or 3 and more" +
-             cfg();
+      return "mma 1 (wgmma) keeps one stage's products in flight: stages 0 (through registers) or 3 and more";
   }
   const IgemmGeometry g = igemm_geometry(p, c);
   if ((c.at("split_k") - 1) * g.per_split >= g.k_tiles)
-    return "split_k " + std::to_string(c.at("split_k")) + " leaves a split without work: C * R * S = " +
-           std::to_string(s.c * s.r * s.s) + " is " + std::to_string(g.k_tiles) + " stages of tile_k " +
-           std::to_string(c.at("tile_k")) + cfg();
+    return "split_k " + std::to_string(c.at("split_k")) +
+           " leaves a split without work: C * R * S = " + std::to_string(s.c * s.r * s.s) + " is " +
+           std::to_string(g.k_tiles) + " stages of tile_k " + std::to_string(c.at("tile_k"));
   if (g.grid_m * g.grid_n * c.at("split_k") > (std::int64_t{1} << 30))
     return "split_k " + std::to_string(c.at("split_k")) + " over " + std::to_string(g.grid_m * g.grid_n) +
-           " output tiles: too many partial tiles" + cfg();
+           " output tiles: too many partial tiles";
   if (g.m_total + c.at("tile_m") > (std::int64_t{1} << 31) - 1)
     return "algo 1 indexes the N * P * Q = " + std::to_string(g.m_total) + " output pixels in 32 bits";
   if (g.warp_m % 16 != 0 || g.warp_n % 16 != 0)
     return "warp tile " + std::to_string(g.warp_m) + " x " + std::to_string(g.warp_n) +
-           " (tile_m / warps_m x tile_n / warps_n) is not a multiple of 16 x 16" + cfg();
+           " (tile_m / warps_m x tile_n / warps_n) is not a multiple of 16 x 16";
   if (g.threads > std::min(256, device.max_threads_per_block))
-    return "block of " + std::to_string(g.threads) + " threads; algo 1 allows at most 256" + cfg();
+    return "block of " + std::to_string(g.threads) + " threads; algo 1 allows at most 256";
   if (g.accumulators > kMaxAccumulators)
-    return std::to_string(g.accumulators) + " accumulators per thread (warp tile " + std::to_string(g.warp_m) +
-           " x " + std::to_string(g.warp_n) + "); at most " + std::to_string(kMaxAccumulators) + cfg();
+    return std::to_string(g.accumulators) + " accumulators per thread (warp tile " +
+           std::to_string(g.warp_m) + " x " + std::to_string(g.warp_n) + "); at most " +
+           std::to_string(kMaxAccumulators);
   if (g.register_estimate > kMaxRegisters)
     return "needs about " + std::to_string(g.register_estimate) + " registers per thread; at most " +
-           std::to_string(kMaxRegisters) + cfg();
+           std::to_string(kMaxRegisters);
   if (p.tf32()) {
     // The register-staged TF32 kernel holds a stage's chunks in registers: 128-byte rows (32 floats) at most,
     // as for 16-bit elements; wider stages spilled in NVRTC's sm_80 and sm_90 builds.
     if (c.at("stages") == 0 && c.at("tile_k") > 32)
       return "tile_k " + std::to_string(c.at("tile_k")) +
-             " through registers in TF32: 256-byte rows spill; at most 32 floats a row" + cfg();
+             " through registers in TF32: 256-byte rows spill; at most 32 floats a row";
     const std::int64_t cap = std::min<std::int64_t>(kMaxRegisters, 65536 / (g.threads * c.at("min_blocks")));
     if (g.register_estimate > cap)
       return "needs about " + std::to_string(g.register_estimate) + " registers per thread; min_blocks " +
              std::to_string(c.at("min_blocks")) + " caps " + std::to_string(g.threads) + " threads at " +
-             std::to_string(cap) + cfg();
+             std::to_string(cap);
   }
   if (c.at("min_blocks") * (g.shared_bytes + 1024) > device.max_shared_per_sm)
     return std::to_string(c.at("min_blocks")) + " blocks of " + std::to_string(g.shared_bytes) +
-           " bytes of shared memory do not fit one SM (" + std::to_string(device.max_shared_per_sm) + ")" + cfg();
+           " bytes of shared memory do not fit one SM (" + std::to_string(device.max_shared_per_sm) + ")";
   if (g.shared_bytes > device.max_shared_per_block_optin)
     return "needs " + std::to_string(g.shared_bytes) + " bytes of shared memory; the device allows " +
-           std::to_string(device.max_shared_per_block_optin) + " per block" + cfg();
+           std::to_string(device.max_shared_per_block_optin) + " per block";
   // Tiles more than twice the problem leave most of the block idle.
   if (c.at("tile_n") > 16 && c.at("tile_n") >= 2 * s.k)
     return "tile_n " + std::to_string(c.at("tile_n")) + " is at least twice K = " + std::to_string(s.k) +
-           ": more than half of the block's channels would idle" + cfg();
+           ": more than half of the block's channels would idle";
   if (c.at("tile_m") > 32 && c.at("tile_m") >= 2 * g.m_total)
-    return "tile_m " + std::to_string(c.at("tile_m")) + " is at least twice the " + std::to_string(g.m_total) +
-           " output pixels" + cfg();
+    return "tile_m " + std::to_string(c.at("tile_m")) + " is at least twice the " +
+           std::to_string(g.m_total) + " output pixels";
   if (c.at("tile_k") > 16 && c.at("tile_k") >= 2 * s.c * s.r * s.s)
-    return "tile_k " + std::to_string(c.at("tile_k")) + " is at least twice C * R * S = " +
-           std::to_string(s.c * s.r * s.s) + cfg();
+    return "tile_k " + std::to_string(c.at("tile_k")) +
+           " is at least twice C * R * S = " + std::to_string(s.c * s.r * s.s);
   return {};
 }
 

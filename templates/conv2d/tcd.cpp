@@ -55,7 +55,6 @@ TcdGeometry tcd_geometry(const ConvProblem& p, const Config& c) {
 
 std::string tcd_hard_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
   const auto& s = p.shape();
-  auto cfg = [&] { return " (" + c.text() + ")"; };
   if (p.dtype() != DType::kFloat16 && p.dtype() != DType::kBFloat16)
     return "algo 2 (direct on tensor cores) takes float16 or bfloat16; " + std::string(dtype_name(p.dtype())) +
            " runs the direct kernel (algo 0)";
@@ -63,23 +62,24 @@ std::string tcd_hard_check(const ConvProblem& p, const Config& c, const DeviceIn
     return "algo 2 needs mma.sync on bfloat16 / float16 (sm_80 or newer); the device is " + device.arch();
   const TcdGeometry g = tcd_geometry(p, c);
   const std::int64_t nb = c.at("n_block"), warps = c.at("warps"), mt = c.at("m_tiles");
-  if (nb != 8 && nb % 16 != 0) return "n_block " + std::to_string(nb) + " is neither 8 nor a multiple of 16" + cfg();
+  if (nb != 8 && nb % 16 != 0) return "n_block " + std::to_string(nb) + " is neither 8 nor a multiple of 16";
   if (g.groups * 16 != c.at("rows") * c.at("cols") || g.groups % (warps * mt) != 0)
     return "rows x cols = " + std::to_string(c.at("rows") * c.at("cols")) +
-           " pixels do not split into 16-pixel groups evenly over warps x m_tiles = " + std::to_string(warps * mt) +
-           cfg();
+           " pixels do not split into 16-pixel groups evenly over warps x m_tiles = " +
+           std::to_string(warps * mt);
   if (g.filter_registers > kMaxFilterRegisters)
     return "C * R * S = " + std::to_string(s.c * s.r * s.s) + " for " + std::to_string(nb) +
            " channels a block keeps " + std::to_string(g.filter_registers) +
            " filter registers per thread; algo 2 allows " + std::to_string(kMaxFilterRegisters) +
-           " (longer reductions run the implicit GEMM, algo 1)" + cfg();
+           " (longer reductions run the implicit GEMM, algo 1)";
   if (g.register_estimate > kMaxRegisters)
     return "needs about " + std::to_string(g.register_estimate) + " registers per thread; at most " +
-           std::to_string(kMaxRegisters) + cfg();
+           std::to_string(kMaxRegisters);
   if (g.shared_bytes > device.max_shared_per_block_optin)
-    return "needs " + std::to_string(g.shared_bytes) + " bytes of shared memory (the input tile with its halo, " +
-           "the filters" + (s.layout == ImageLayout::kNHWC ? "" : ", the raw input rows") + "); the device allows " +
-           std::to_string(device.max_shared_per_block_optin) + " per block" + cfg();
+    return "needs " + std::to_string(g.shared_bytes) +
+           " bytes of shared memory (the input tile with its halo, " + "the filters" +
+           (s.layout == ImageLayout::kNHWC ? "" : ", the raw input rows") + "); the device allows " +
+           std::to_string(device.max_shared_per_block_optin) + " per block";
   // One image's offsets in the halo fill and the output are 64-bit; the tile and block indices are 32-bit.
   if (g.tiles >= (std::int64_t{1} << 30))
     return "algo 2 numbers the " + std::to_string(g.tiles) + " output tiles of the batch in 32 bits";
@@ -88,13 +88,13 @@ std::string tcd_hard_check(const ConvProblem& p, const Config& c, const DeviceIn
            ", W = " + std::to_string(s.w) + ") in 32 bits";
   // Tiles more than twice the problem leave most of the block idle.
   if (c.at("cols") > 16 && c.at("cols") >= 2 * p.q())
-    return "cols " + std::to_string(c.at("cols")) + " is at least twice the output width " + std::to_string(p.q()) +
-           cfg();
+    return "cols " + std::to_string(c.at("cols")) + " is at least twice the output width " +
+           std::to_string(p.q());
   if (c.at("rows") > 1 && c.at("rows") >= 2 * p.p())
     return "rows " + std::to_string(c.at("rows")) + " is at least twice the output height " +
-           std::to_string(p.p()) + cfg();
+           std::to_string(p.p());
   if (nb > 8 && nb >= 2 * s.k)
-    return "n_block " + std::to_string(nb) + " is at least twice K = " + std::to_string(s.k) + cfg();
+    return "n_block " + std::to_string(nb) + " is at least twice K = " + std::to_string(s.k);
   return {};
 }
 

@@ -70,7 +70,6 @@ WinoGeometry wino_geometry(const ConvProblem& p, const Config& c) {
 
 std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
   const auto& s = p.shape();
-  auto cfg = [&] { return " (" + c.text() + ")"; };
   const WinoGeometry g = wino_geometry(p, c);
   if (p.dtype() != DType::kFloat32)
     return name_of(c) + " takes float32; " + std::string(dtype_name(p.dtype())) +
@@ -87,37 +86,38 @@ std::string wino_hard_check(const ConvProblem& p, const Config& c, const DeviceI
            "); algo 3 (F(2x2)) runs it";
   if (c.at("algo") == 5) return wgemm_hard_check(p, c, device);
   const std::int64_t bk = c.at("wino_k"), bt = c.at("wino_tiles"), rk = c.at("wino_rk"), rt = c.at("wino_rt");
-  if (g.m == 2 && bt < 16) return "wino_tiles 8 is F(4x4)'s (algo 4): algo 3 takes 16 or more" + cfg();
+  if (g.m == 2 && bt < 16) return "wino_tiles 8 is F(4x4)'s (algo 4): algo 3 takes 16 or more";
   if (bk > 64 || bt > 64)
     return "wino_k and wino_tiles 128 are the batched GEMMs' block tiles (algo 5); " + name_of(c) +
-           " takes at most 64" + cfg();
+           " takes at most 64";
   if (bk % rk != 0 || bt % rt != 0)
     return "wino_rk " + std::to_string(rk) + " and wino_rt " + std::to_string(rt) + " must divide wino_k " +
-           std::to_string(bk) + " and wino_tiles " + std::to_string(bt) + cfg();
+           std::to_string(bk) + " and wino_tiles " + std::to_string(bt);
   const std::int64_t max_threads = std::min(512, device.max_threads_per_block);
   if (g.threads < 64 || g.threads > max_threads)
     return "block of " + std::to_string(g.threads) + " threads (" + std::to_string(g.points) +
-           " x wino_k / wino_rk x wino_tiles / wino_rt); allowed 64 to " + std::to_string(max_threads) + cfg();
+           " x wino_k / wino_rk x wino_tiles / wino_rt); allowed 64 to " + std::to_string(max_threads);
   if (g.prefetch > kMaxPrefetch)
-    return "a stage of wino_c " + std::to_string(c.at("wino_c")) + " channels holds " + std::to_string(g.prefetch) +
-           " prefetched loads per thread (at most " + std::to_string(kMaxPrefetch) + ")" + cfg();
+    return "a stage of wino_c " + std::to_string(c.at("wino_c")) + " channels holds " +
+           std::to_string(g.prefetch) + " prefetched loads per thread (at most " +
+           std::to_string(kMaxPrefetch) + ")";
   const std::int64_t cap = register_cap(g.threads, c.at("wino_min_blocks"), device.registers_per_sm);
   if (g.register_estimate > cap)
     return "needs about " + std::to_string(g.register_estimate) + " registers per thread; " +
            std::to_string(c.at("wino_min_blocks")) + " blocks of " + std::to_string(g.threads) +
-           " threads per SM allow " + std::to_string(cap) + cfg();
+           " threads per SM allow " + std::to_string(cap);
   if (g.shared_bytes > device.max_shared_per_block_optin)
     return "needs " + std::to_string(g.shared_bytes) + " bytes of shared memory; the device allows " +
-           std::to_string(device.max_shared_per_block_optin) + " per block" + cfg();
+           std::to_string(device.max_shared_per_block_optin) + " per block";
   if (ceil_div(p.p(), g.m) * ceil_div(p.q(), g.m) >= (std::int64_t{1} << 31) || g.grid_x >= (std::int64_t{1} << 31))
     return name_of(c) + " numbers one image's output tiles and the blocks in 32 bits";
-  if (g.grid_y > 65535) return "K = " + std::to_string(s.k) + " needs more than 65535 blocks of wino_k" + cfg();
+  if (g.grid_y > 65535) return "K = " + std::to_string(s.k) + " needs more than 65535 blocks of wino_k";
   // Tiles more than twice the problem leave most of the block idle.
   if (bt > 16 && bt >= 2 * g.tiles)
     return "wino_tiles " + std::to_string(bt) + " is at least twice the " + std::to_string(g.tiles) +
-           " output tiles" + cfg();
+           " output tiles";
   if (bk > 16 && bk >= 2 * s.k)
-    return "wino_k " + std::to_string(bk) + " is at least twice K = " + std::to_string(s.k) + cfg();
+    return "wino_k " + std::to_string(bk) + " is at least twice K = " + std::to_string(s.k);
   return {};
 }
 

@@ -39,32 +39,32 @@ WgemmGeometry wgemm_geometry(const ConvProblem& p, const Config& c) {
 }
 
 std::string wgemm_hard_check(const ConvProblem& p, const Config& c, const DeviceInfo& device) {
-  auto cfg = [&] { return " (" + c.text() + ")"; };
   const std::int64_t bk = c.at("wino_k"), bt = c.at("wino_tiles"), rk = c.at("wino_rk"), rt = c.at("wino_rt");
   if (bk % rk != 0 || bt % rt != 0)
     return "wino_rk " + std::to_string(rk) + " and wino_rt " + std::to_string(rt) + " must divide wino_k " +
-           std::to_string(bk) + " and wino_tiles " + std::to_string(bt) + cfg();
+           std::to_string(bk) + " and wino_tiles " + std::to_string(bt);
   const WgemmGeometry g = wgemm_geometry(p, c);
   const std::int64_t max_threads = std::min(512, device.max_threads_per_block);
   if (g.threads < 64 || g.threads > max_threads)
-    return "block of " + std::to_string(g.threads) + " threads (wino_k / wino_rk x wino_tiles / wino_rt); allowed 64 to " +
-           std::to_string(max_threads) + cfg();
+    return "block of " + std::to_string(g.threads) +
+           " threads (wino_k / wino_rk x wino_tiles / wino_rt); allowed 64 to " + std::to_string(max_threads);
   const std::int64_t cap = register_cap(g.threads, c.at("wino_min_blocks"), device.registers_per_sm);
   if (g.register_estimate > cap)
     return "needs about " + std::to_string(g.register_estimate) + " registers per thread; " +
            std::to_string(c.at("wino_min_blocks")) + " blocks of " + std::to_string(g.threads) +
-           " threads per SM allow " + std::to_string(cap) + cfg();
+           " threads per SM allow " + std::to_string(cap);
   if (g.shared_bytes > 48 * 1024)
-    return "needs " + std::to_string(g.shared_bytes) + " bytes of static shared memory (at most 49152)" + cfg();
+    return "needs " + std::to_string(g.shared_bytes) + " bytes of static shared memory (at most 49152)";
   // The workspace bound also keeps every index of the kernel in 32 bits (36 Cp Tp floats < 2^30).
   if (g.workspace_bytes > kMaxRepackWorkspace)
-    return "algo 5 keeps the transformed input and products in a workspace of " + std::to_string(g.workspace_bytes) +
-           " bytes, more than " + std::to_string(kMaxRepackWorkspace) + "; algo 4 runs it without one" + cfg();
+    return "algo 5 keeps the transformed input and products in a workspace of " +
+           std::to_string(g.workspace_bytes) + " bytes, more than " + std::to_string(kMaxRepackWorkspace) +
+           "; algo 4 runs it without one";
   if (bt > 16 && bt >= 2 * g.tiles)
     return "wino_tiles " + std::to_string(bt) + " is at least twice the " + std::to_string(g.tiles) +
-           " output tiles" + cfg();
+           " output tiles";
   if (bk > 16 && bk >= 2 * p.shape().k)
-    return "wino_k " + std::to_string(bk) + " is at least twice K = " + std::to_string(p.shape().k) + cfg();
+    return "wino_k " + std::to_string(bk) + " is at least twice K = " + std::to_string(p.shape().k);
   return {};
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -433,13 +434,33 @@ std::optional<int> apply_shard(const Common& common, const TuneArgs& args, std::
   const tuner::ShardSpec shard = args.shard.empty()
                                      ? tuner::ShardSpec{0, 1, "no --shard: the whole suite"}
                                      : tuner::parse_shard(args.shard, [](const char* n) { return std::getenv(n); });
-  std::vector<tuner::WorkItem> items;
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const auto problem = jobs[i].first->parse_problem(jobs[i].second);
-    items.push_back({std::string(jobs[i].first->name()), names[i], jobs[i].second,
-                     tuner::estimated_cost(*jobs[i].first, *problem),
-                     tuner::compile_affinity(*jobs[i].first, *problem)});
+  std::vector<tuner::WorkItem> items(jobs.size());
+  // Each item's cost walks its family's whole space through check() (conv2d: about half a million configs a
+  // case), so the host's cores share the items; the result does not depend on the order.
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> errors(jobs.size());
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < jobs.size();) {
+      try {
+        const auto problem = jobs[i].first->parse_problem(jobs[i].second);
+        items[i] = {std::string(jobs[i].first->name()), names[i], jobs[i].second,
+                    tuner::estimated_cost(*jobs[i].first, *problem),
+                    tuner::compile_affinity(*jobs[i].first, *problem)};
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  {
+    std::vector<std::thread> pool;
+    const std::size_t n =
+        std::min<std::size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
+    for (std::size_t t = 1; t < n; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
   }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   const std::vector<int> assigned = tuner::assign_shards(items, shard.count);
   std::vector<TuneJob> kept_jobs;
   std::vector<std::string> kept_names;
