@@ -91,8 +91,8 @@ struct RepackPlan {
   bool flat = true;
 };
 RepackPlan repack_plan(std::int64_t c, std::int64_t l, std::int64_t capacity, std::int64_t v);
-/// Why repack 2's or 3's (config's `repack`) plan fits neither form for x or w, or its unstaging cannot take
-/// y (repack 1 copies any shape), empty if it fits.
+/// Why repack 2's (config's `repack`) plan fits neither form for x or w, or repack 2's or 3's unstaging
+/// cannot take y (repack 1 copies any shape), empty if it fits.
 std::string repack2_check(const ConvProblem& p, const Config& config);
 /// Whether repack 2 stages y channels last in the workspace and unstages it to NCHW (P * Q not a multiple of the
 /// 16-byte chunk, where igemm.cuh's NCHW epilogue stores element by element).
@@ -124,8 +124,9 @@ struct RepackOffsets {
   std::size_t split = 0, x = 0, w = 0, y = 0, end = 0;
 };
 RepackOffsets repack_offsets(const ConvProblem& p, const Config& config);
-/// Elements of one buffer of repack 3's copy ring (igemm_launches.cuh's kStepBufferBytes / element size).
-std::int64_t repack3_copy_capacity(const ConvProblem& p);
+/// Blocks of repack 3's copy (igemm_launches.cuh: a tile per block, x's then w's) and of its unstaging.
+std::int64_t repack3_tiles(const ConvProblem& p);
+std::int64_t repack3_unstage_tiles(const ConvProblem& p);
 /// repack 3's steps: the copy of x and w before the GEMM, the unstaging of y after it where y is staged.
 std::vector<StepKernel> igemm_steps(const ConvProblem& p, const Config& config, const DeviceInfo& device);
 /// Lays out the kernels' Args<T> alone (push_args without the workspace).

@@ -50,27 +50,30 @@ RepackPlan repack_plan(std::int64_t c, std::int64_t l, std::int64_t capacity, st
 std::string repack2_check(const ConvProblem& p, const Config& c) {
   const auto& s = p.shape();
   const std::string rp = "repack " + std::to_string(c.at("repack"));
-  // repack 2's ring lives in the GEMM's stage buffers; repack 3's copy kernel has its own
-  // (igemm_launches.cuh).
-  const std::int64_t capacity = c.at("repack") == 3 ? repack3_copy_capacity(p) : repack_capacity(p, c);
   const std::int64_t v = chunk_elements(p);
+  // y staged channels last, then unstaged from 16-byte chunks of channels.
+  if (repack2_stages_y(p) && s.k % v != 0)
+    return rp + " stages y channels last where P * Q = " + std::to_string(p.p() * p.q()) +
+           " is not a multiple of " + std::to_string(v) +
+           ", in 16-byte chunks of channels: K a multiple of " + std::to_string(v) +
+           " (K = " + std::to_string(s.k) + "); repack 1 stores y in place";
+  // repack 3's steps take any shape (igemm_launches.cuh: tiles of at most 64 positions) whose 64 rows of H *
+  // W positions have 32-bit offsets; repack 2's ring lives in the GEMM's stage buffers.
+  if (c.at("repack") == 3)
+    return 64 * s.h * s.w < (std::int64_t{1} << 31)
+               ? std::string()
+               : rp + " indexes a tile of 64 channels x H * W = " + std::to_string(s.h * s.w) +
+                     " positions in 32 bits (at most 33554431 positions); repack 1 copies any shape";
+  const std::int64_t capacity = repack_capacity(p, c);
   for (const std::int64_t l : {s.r * s.s, s.h * s.w})
     if (repack_plan(s.c, l, capacity, v).kc == 0)
       return rp + " copies whole rows of " + std::to_string(l) + " positions or 64-position segments (" +
              std::to_string(l) + " is not a multiple of " + std::to_string(v) + ") through ring stages of " +
              std::to_string(capacity) + " elements, and neither fits: repack 1 copies any shape";
-  if (repack2_stages_y(p)) {
-    // y staged channels last, then unstaged v channels of a whole image at a time through the stage buffers.
-    if (s.k % v != 0)
-      return rp + " stages y channels last where P * Q = " + std::to_string(p.p() * p.q()) +
-             " is not a multiple of " + std::to_string(v) +
-             ", in 16-byte chunks of channels: K a multiple of " + std::to_string(v) +
-             " (K = " + std::to_string(s.k) + "); repack 1 stores y in place";
-    if (4 * capacity < v * p.p() * p.q())
-      return rp + " unstages y " + std::to_string(v) + " channels of a whole " + std::to_string(p.p()) +
-             " x " + std::to_string(p.q()) + " image at a time, more than its " +
-             std::to_string(4 * capacity) + " elements of stage buffers; repack 1 stores y in place";
-  }
+  if (repack2_stages_y(p) && 4 * capacity < v * p.p() * p.q())
+    return rp + " unstages y " + std::to_string(v) + " channels of a whole " + std::to_string(p.p()) + " x " +
+           std::to_string(p.q()) + " image at a time, more than its " + std::to_string(4 * capacity) +
+           " elements of stage buffers; repack 1 stores y in place";
   return {};
 }
 
@@ -78,8 +81,26 @@ bool repack2_stages_y(const ConvProblem& p) {
   return p.p() * p.q() % chunk_elements(p) != 0;
 }
 
-std::int64_t repack3_copy_capacity(const ConvProblem& p) {
-  return 16384 / element_bytes(p);  // igemm_launches.cuh's kStepBufferBytes
+namespace {
+/// igemm_launches.cuh's StepSplit and tile count: a [rows][l] source in pieces of at most 64 positions, whole
+/// rows grouped into tiles of up to 64 positions, rows in groups of 32 words of channels.
+std::int64_t step_tiles(std::int64_t rows, std::int64_t l, std::int64_t element_bytes) {
+  const std::int64_t parts = ceil_div(l, 64), span = ceil_div(l, parts);
+  const std::int64_t groups = span == l ? 64 / l : 1, tile_rows = groups * 128 / element_bytes;
+  return ceil_div(rows, tile_rows) * parts;
+}
+}  // namespace
+
+std::int64_t repack3_tiles(const ConvProblem& p) {
+  const auto& s = p.shape();
+  const std::int64_t es = element_bytes(p);
+  return step_tiles(s.n * s.c, s.h * s.w, es) + step_tiles(s.k * s.c, s.r * s.s, es);
+}
+
+std::int64_t repack3_unstage_tiles(const ConvProblem& p) {
+  const auto& s = p.shape();
+  const std::int64_t pq = p.p() * p.q(), parts = ceil_div(pq, 64);
+  return s.n * ceil_div(s.k, 128 / element_bytes(p)) * parts;
 }
 
 std::int64_t repack_capacity(const ConvProblem& p, const Config& c) {
@@ -428,8 +449,10 @@ Config igemm_heuristic(const ConvProblem& p, const DeviceInfo& device) {
     // 28x28 (34.5 / 32.0), 56x56 (43.2 / 42.1), TF32 14x14 (54.5 / 51.0; bench/RESULTS.md 2026-11-29). repack
     // 3 (the same copies as launches of their own) beat both up to 14x14 on the H200 with these tiles: C = K
     // = 512 7x7 38.5 against 41.1 (repack 2), C = K = 256 14x14 35.8 / 36.8, TF32 14x14 47.7 / 51.5 (repack
-    // 1), and lost from 28x28 on (33.7 / 29.5; bench/RESULTS.md 2026-11-29, twenty-third session). Where the
-    // copies would pass the workspace limit, the in-place kernels below.
+    // 1), and lost from 28x28 on (33.7 / 29.5; bench/RESULTS.md 2026-11-29, twenty-third session). With its
+    // steps rewritten (twenty-fourth session) it won further up to 14x14 (29.8 / 36.3 against repack 2 on C =
+    // K = 256 14x14) and TF32 28x28 by 1.5% in the exhaustive tune; float16 28x28 and 56x56 stayed with
+    // repack 1. Where the copies would pass the workspace limit, the in-place kernels below.
     const bool small = p.p() * p.q() <= 196 || repack2_stages_y(p);
     if (repack && small) {
       c.set("repack", 3);
@@ -567,14 +590,10 @@ std::vector<StepKernel> igemm_steps(const ConvProblem& p, const Config& config, 
   if (config.at("algo") != 1 || config.at("repack") != 3) return {};
   const auto& s = p.shape();
   const std::string type(dtype_cuda_type(p.dtype()));
-  // igemm_launches.cuh: kStepThreads threads, kRepackRing (4) buffers of kStepBufferBytes, as many blocks as
-  // stay resident (three an SM on the H100 / H200).
+  // igemm_launches.cuh: kStepThreads threads, static shared memory, a block per tile.
   LaunchShape shape;
   shape.block.x = 256;
-  shape.shared_bytes = 4 * 16384;
-  const std::int64_t per_sm =
-      std::max<std::int64_t>(1, device.max_shared_per_sm / (shape.shared_bytes + 1024));
-  shape.grid.x = static_cast<unsigned>(std::max<std::int64_t>(1, per_sm * device.sm_count));
+  shape.grid.x = static_cast<unsigned>(repack3_tiles(p));
   std::vector<StepKernel> steps;
   // The copy's program has no epilogue: every epilogue of a problem shares it.
   steps.push_back({{"#include \"" + std::string(kLaunchesTemplate) + "\"\n",
@@ -584,6 +603,7 @@ std::vector<StepKernel> igemm_steps(const ConvProblem& p, const Config& config, 
                    false});
   if (repack2_stages_y(p)) {
     LaunchShape after = shape;
+    after.grid.x = static_cast<unsigned>(repack3_unstage_tiles(p));
     after.programmatic = device.cc() >= 90;  // conv2d_unstage waits for the GEMM
     steps.push_back({program(p, "jitune::conv::conv2d_unstage<" + type + ", " + std::to_string(s.k) + ">",
                              kLaunchesTemplate),

@@ -570,32 +570,46 @@ TEST_CASE("repack 1, 2 and 3: NCHW copied to channels last (one cooperative laun
     for (std::uint64_t round = 0; round < 3; ++round)
       check_conv(rt, k.dtype, s, round == 2 ? 1 : 0, 60 + round + static_cast<std::uint64_t>(k.c));
   }
-  // Launched directly, each twice on one workspace, its counters zero after each, with both copy kernels (repack 1;
-  // repack 2's rings of whole rows or of 64-position segments): wgmma and mma.sync tiles (mma.sync off sm_90's tuned
-  // neighbourhood, legal there), split-K behind the barrier, 3 to 8 stages; over a problem with partial channel
-  // tiles and odd rows (21 x 19: whole rows in two tiles of 24 channels), one whose output tiles span several small
-  // images, one strided and dilated with a wide padding, one of more output tiles than resident blocks (each block
-  // takes several in turn; 24 x 24 rows in segments of 384 and a tail of 192), a 7x7 image (rows of 49) and a 56x56
-  // one (64 channels x 64-position segments).
+  // Launched directly, each twice on one workspace, its counters zero after each, with both copy kernels
+  // (repack 1; repack 2's rings of whole rows or of 64-position segments): wgmma and mma.sync tiles (mma.sync
+  // off sm_90's tuned neighbourhood, legal there), split-K behind the barrier, 3 to 8 stages; over a problem
+  // with partial channel tiles and odd rows (21 x 19: whole rows in two tiles of 24 channels), one whose
+  // output tiles span several small images, one strided and dilated with a wide padding, one of more output
+  // tiles than resident blocks (each block takes several in turn; 24 x 24 rows in segments of 384 and a tail
+  // of 192), a 7x7 image (rows of 49) and a 56x56 one (64 channels x 64-position segments); TF32 with y
+  // staged: rows of 49 whose 36 channels leave tiles of 32 rows across images (repack 3), and 15 x 13 images
+  // (195 positions: repack 3's pieces of 49, the last 48).
   struct Shape {
     std::int64_t n, c, h, w, k, r, stride, dilation, pad;
+    DType dtype = DType::kFloat16;
   };
   std::size_t launched = 0;
   std::size_t twos = 0, threes = 0;
   for (const Shape& k : {Shape{2, 48, 21, 19, 80, 3, 1, 1, 1}, Shape{9, 24, 6, 5, 40, 3, 1, 1, 1},
                          Shape{6, 16, 13, 11, 40, 3, 2, 2, 3}, Shape{96, 16, 24, 24, 48, 3, 1, 1, 1},
-                         Shape{8, 64, 7, 7, 96, 3, 1, 1, 1}, Shape{3, 64, 56, 56, 40, 3, 1, 1, 1}}) {
+                         Shape{8, 64, 7, 7, 96, 3, 1, 1, 1}, Shape{3, 64, 56, 56, 40, 3, 1, 1, 1},
+                         Shape{3, 36, 7, 7, 44, 3, 1, 1, 1, DType::kFloat32},
+                         Shape{2, 40, 15, 13, 52, 3, 1, 1, 1, DType::kFloat32}}) {
     templates::conv2d::ConvProblem::Shape s;
     s.n = k.n, s.c = k.c, s.h = k.h, s.w = k.w, s.k = k.k, s.r = s.s = k.r, s.pad_h = s.pad_w = k.pad;
     s.stride_h = s.stride_w = k.stride, s.dilation_h = s.dilation_w = k.dilation, s.bias = true;
-    const templates::conv2d::ConvProblem p(DType::kFloat16, s);
+    if (k.dtype == DType::kFloat32) s.precision = Fp32Precision::kTF32;
+    const templates::conv2d::ConvProblem p(k.dtype, s);
     INFO(p.signature());
     std::vector<Config> configs;
     auto add = [&](std::int64_t mma, std::int64_t tm, std::int64_t tn, std::int64_t wm, std::int64_t wn,
                    std::int64_t stages, std::int64_t split) {
       for (std::int64_t repack : {1, 2, 3}) {
-        Config c{{"algo", 1}, {"mma", mma}, {"tile_m", tm}, {"tile_n", tn}, {"tile_k", mma ? 64 : 32},
-                 {"warps_m", wm}, {"warps_n", wn}, {"min_blocks", 1}, {"stages", stages}, {"split_k", split},
+        Config c{{"algo", 1},
+                 {"mma", mma},
+                 {"tile_m", tm},
+                 {"tile_n", tn},
+                 {"tile_k", mma && k.dtype != DType::kFloat32 ? 64 : 32},
+                 {"warps_m", wm},
+                 {"warps_n", wn},
+                 {"min_blocks", 1},
+                 {"stages", stages},
+                 {"split_k", split},
                  {"repack", repack}};
         for (const Param& param : fam.space().params())
           if (!c.find(param.name)) c.set(param.name, param.values.front());

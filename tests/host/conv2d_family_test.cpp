@@ -743,10 +743,15 @@ TEST_CASE("repack 3: the repacking as a call of up to three launches (steps); th
   CHECK(steps[0].source.name_expression == "jitune::conv::conv2d_repack_copy<__half, 256, 256, 9>");
   CHECK(steps[0].source.program == "#include \"conv2d/igemm_launches.cuh\"\n");
   CHECK(steps[0].shape.block.x == 256);
-  CHECK(steps[0].shape.shared_bytes == 65536);
-  CHECK(steps[0].shape.grid.x == static_cast<unsigned>(hopper.sm_count * (hopper.max_shared_per_sm / (65536 + 1024))));
+  // A block per tile of 64 channels (16-bit) by at most 64 positions: x's 8192 rows of 196 in four pieces of
+  // 49 (512 tiles), w's 65536 rows of 9 taps seven row groups a tile (147); the unstaging 32 images x 4 x 4.
+  CHECK(steps[0].shape.shared_bytes == 0);
+  CHECK(steps[0].shape.grid.x == 512 + 147);
+  CHECK(d::repack3_tiles(as_conv(*p)) == 659);
   CHECK(steps[1].after);
   CHECK(steps[1].shape.programmatic);
+  CHECK(steps[1].shape.grid.x == 512);
+  CHECK_FALSE(steps[0].shape.programmatic);
   CHECK(steps[1].source.name_expression == "jitune::conv::conv2d_unstage<__half, 256>");
   // Every other config has none; a 28 x 28 image (784 pixels) is not staged: the copy alone.
   Config two = c;
@@ -792,15 +797,41 @@ TEST_CASE("repack 3: the repacking as a call of up to three launches (steps); th
   fam().kernel_args(*p28, c28, b, main28);
   REQUIRE(main28.count() == 5);
   CHECK(*static_cast<void**>(main28.pointers()[4]) == nullptr);  // y not staged
-  // Rules as repack 2's plan (its own ring of 16 KiB buffers), without repack 2's min_blocks rule; x, w or y off 16
-  // bytes: slot 1, repack 1 of the same tiles.
-  auto odd = problem({{"dtype", "float16"}, {"n", "1"}, {"c", "64"}, {"h", "3"}, {"w", "2001"}, {"k", "64"},
-                      {"r", "3"}, {"padding", "1"}});
-  Config o3{{"algo", 1}, {"mma", 1}, {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 64}, {"warps_m", 1},
-            {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4}, {"split_k", 1}, {"repack", 3}};
-  CHECK(templates::conv2d::kernel_limits(as_conv(*odd), with_fronts(o3), hopper)
-            .find("repack 3 copies whole rows of 6003 positions") == 0);
-  CHECK(d::repack3_copy_capacity(as_conv(*p)) == 8192);
+  // Any row length (repack 2's plan refuses rows of 6003 positions, repack 3 cuts them in 94 pieces of 64,
+  // the last of 51; 64 float32 channels are two row tiles of 32; w's 64 x 64 rows of 9 taps 19 tiles of 7 x
+  // 32 rows); y staged only with K a multiple of the chunk; no min_blocks rule; x, w or y off 16 bytes: slot
+  // 1, repack 1 of the same tiles.
+  auto odd = problem({{"dtype", "float32"},
+                      {"n", "1"},
+                      {"c", "64"},
+                      {"h", "3"},
+                      {"w", "2001"},
+                      {"k", "64"},
+                      {"r", "3"},
+                      {"padding", "1"},
+                      {"precision", "tf32"}});
+  Config o3{{"algo", 1},    {"mma", 1},        {"tile_m", 64}, {"tile_n", 64}, {"tile_k", 32}, {"warps_m", 1},
+            {"warps_n", 1}, {"min_blocks", 1}, {"stages", 4},  {"split_k", 1}, {"repack", 3}};
+  CHECK(templates::conv2d::kernel_limits(as_conv(*odd), with_fronts(o3), hopper) == "");
+  Config o2 = o3;
+  o2.set("repack", 2);
+  CHECK(templates::conv2d::kernel_limits(as_conv(*odd), with_fronts(o2), hopper)
+            .find("repack 2 copies whole rows of 6003 positions") == 0);
+  CHECK(d::repack3_tiles(as_conv(*odd)) == 2 * 94 + 19);
+  auto f16_3x3 = [](const char* n, const char* c, const char* h, const char* w, const char* k) {
+    return problem({{"dtype", "float16"},
+                    {"n", n},
+                    {"c", c},
+                    {"h", h},
+                    {"w", w},
+                    {"k", k},
+                    {"r", "3"},
+                    {"padding", "1"}});
+  };
+  CHECK(d::repack2_check(as_conv(*f16_3x3("4", "64", "7", "7", "60")), with_fronts(o3))
+            .find("repack 3 stages y channels last where P * Q = 49") == 0);
+  CHECK(d::repack2_check(as_conv(*f16_3x3("1", "8", "8192", "4097", "8")), with_fronts(o3))
+            .find("repack 3 indexes a tile of 64 channels x H * W = 33562624 positions in 32 bits") == 0);
   const void* off_ptrs[] = {buffer + 2, buffer, buffer, buffer};
   b.pointers = off_ptrs;
   CHECK(fam().variant(*p, c, b) == 1);
