@@ -47,10 +47,7 @@ json first_call_of(const std::string& family_name, RuntimeOptions o, bool no_bin
   const Config config = impl.decide(f, *problem).config;
   const Kernel& k = impl.kernel(f, *problem, config);
   dw.prepare_launch(k.prep, stream.get());
-  KernelArgs args;
-  const Bindings bindings = dw.bindings(k.prep);
-  f.kernel_args(*problem, config, bindings, args);
-  impl.launch_call(f, *problem, k, bindings, args, stream.get());
+  impl.launch_call(f, *problem, k, dw.bindings(k.prep), stream.get());
   JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   const std::size_t compiles = impl.compiler.compile_count();

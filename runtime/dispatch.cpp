@@ -396,17 +396,14 @@ void call(Runtime& runtime, std::string_view family_name, const CallArgs& args, 
   if (kernel.prep.zero_buffers) zero_outputs(impl, site, kernel, buffers, cu_stream);
   if (kernel.prep.workspace_bytes > 0) {
     driver::make_current(impl.context);
-    KernelArgs kernel_args;
     if (void* scratch = stream_scratch(impl, kernel.prep, cu_stream)) {
       bindings.workspace = scratch;
-      family.kernel_args(problem, kernel.config, bindings, kernel_args);
-      impl.launch_call(family, problem, kernel, bindings, kernel_args, cu_stream);
+      impl.launch_call(family, problem, kernel, bindings, cu_stream);
       return;
     }
     const StreamWorkspace workspace(kernel.prep, cu_stream, workspace_pool(impl, cu_stream));
     bindings.workspace = workspace.data();
-    family.kernel_args(problem, kernel.config, bindings, kernel_args);
-    impl.launch_call(family, problem, kernel, bindings, kernel_args, cu_stream);
+    impl.launch_call(family, problem, kernel, bindings, cu_stream);
     return;
   }
   // (A call of several kernels always has a workspace, so it never reaches the memo: Runtime::Impl::kernel.)

@@ -53,21 +53,29 @@ const Kernel& Runtime::Impl::kernel(const Family& family, const Problem& problem
   CachedBinary b = binary_of(src, family, config, false, &cached);
   k->function = load_function(map_key, std::move(b), cached, src, family, config);
   ready_function(k->function, k->shape, device);
-  std::size_t index = 0;
-  for (StepKernel& step : family.steps(problem, config, device)) {
-    if (k->prep.workspace_bytes == 0)
-      throw Error("jitune internal error: " + std::string(family.name()) + " config " + config.text() +
-                  " launches steps without a workspace to pass their data through");
-    b = binary_of(step.source, family, config, false, &cached);
-    KernelStep loaded{load_function(map_key + "\nstep " + std::to_string(index++), std::move(b), cached,
-                                    step.source, family, config),
-                      step.shape, step.after};
-    ready_function(loaded.function, loaded.shape, device);
-    k->steps.push_back(loaded);
-  }
+  load_steps(family, problem, *k, map_key);
   std::unique_lock lock(mutex_);
   auto [it, inserted] = kernels_.try_emplace(map_key, std::move(k));
   return *it->second;
+}
+
+void Runtime::Impl::load_steps(const Family& family, const Problem& problem, Kernel& kernel,
+                               const std::string& key) {
+  std::size_t index = 0;
+  for (StepKernel& step : family.steps(problem, kernel.config, device)) {
+    if (kernel.prep.workspace_bytes == 0)
+      throw Error("jitune internal error: " + std::string(family.name()) + " config " + kernel.config.text() +
+                  " launches steps without a workspace to pass their data through");
+    // Steps are few and shared by a problem's configs (a layout change): compiled on first use, then loaded
+    // from the binary cache.
+    bool cached = false;
+    CachedBinary b = binary_of(step.source, family, kernel.config, false, &cached);
+    KernelStep loaded{load_function(key + "\nstep " + std::to_string(index++), std::move(b), cached, step.source,
+                                    family, kernel.config),
+                      step.shape, step.after};
+    ready_function(loaded.function, loaded.shape, device);
+    kernel.steps.push_back(loaded);
+  }
 }
 
 CUfunction Runtime::Impl::load_function(const std::string& key, CachedBinary b, bool cached,
@@ -108,9 +116,25 @@ void refuse_in_capture(const std::string& op, const std::string& signature, cons
 }
 
 void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& device) {
-  if (shape.shared_bytes > 48 * 1024)
-    JITUNE_CU_CHECK(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                       static_cast<int>(shape.shared_bytes)));
+  auto opt_in = [&] {
+    if (shape.shared_bytes > 48 * 1024)
+      JITUNE_CU_CHECK(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(shape.shared_bytes)));
+  };
+  opt_in();  // before any occupancy query: without it a block over 48 KiB counts as not fitting at all
+  if (shape.spread && shape.grid.volume() <= static_cast<std::uint64_t>(std::max(device.sm_count, 1))) {
+    int per_sm = 0, static_bytes = 0;
+    JITUNE_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, function, static_cast<int>(shape.block.volume()), shape.shared_bytes));
+    JITUNE_CU_CHECK(cuFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function));
+    // Past half the SM's shared memory (less the static part) two blocks cannot share an SM; within what a
+    // block may opt into, else the occupancy stays.
+    const long long half = device.max_shared_per_sm / 2 - static_bytes + 1;
+    if (per_sm > 1 && half > shape.shared_bytes && half + static_bytes <= device.max_shared_per_block_optin) {
+      shape.shared_bytes = static_cast<unsigned>(half);
+      opt_in();
+    }
+  }
   if (shape.balance_units == 0 && !shape.cooperative) return;
   int per_sm = 0;
   JITUNE_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -181,25 +205,36 @@ void Runtime::Impl::launch(const Kernel& k, KernelArgs& args, CUstream stream) {
     throw CudaError("cuLaunchKernel (config " + k.config.text() + ") failed: " + driver::error_text(r), r);
 }
 
-void Runtime::Impl::launch_call(const Family& family, const Problem& problem, const Kernel& k,
-                                const Bindings& bindings, KernelArgs& args, CUstream stream) {
-  if (k.steps.empty()) return launch(k, args, stream);
-  driver::make_current(context);
-  auto launch_steps = [&](bool after) {
-    for (std::size_t i = 0; i < k.steps.size(); ++i) {
-      if (k.steps[i].after != after) continue;
-      KernelArgs step_args;
-      family.step_args(problem, k.config, i, bindings, step_args);
-      const CUresult r = launch_kernel(k.steps[i].function, k.steps[i].shape, stream, step_args.pointers());
-      if (r != CUDA_SUCCESS)
-        throw CudaError("cuLaunchKernel (step " + std::to_string(i) + " of config " + k.config.text() +
-                            ") failed: " + driver::error_text(r),
-                        r);
-    }
+CallLaunches::CallLaunches(const Family& family, const Problem& problem, const Kernel& kernel,
+                           const Bindings& bindings)
+    : step_args_(kernel.steps.size()) {
+  family.kernel_args(problem, kernel.config, bindings, main_args_);
+  for (std::size_t i = 0; i < kernel.steps.size(); ++i)
+    family.step_args(problem, kernel.config, i, bindings, step_args_[i]);
+  launches_.reserve(kernel.steps.size() + 1);
+  auto add_steps = [&](bool after) {
+    for (std::size_t i = 0; i < kernel.steps.size(); ++i)
+      if (kernel.steps[i].after == after)
+        launches_.push_back({kernel.steps[i].function, &kernel.steps[i].shape, step_args_[i].pointers()});
   };
-  launch_steps(false);
-  launch(k, args, stream);
-  launch_steps(true);
+  add_steps(false);
+  launches_.push_back({kernel.function, &kernel.shape, main_args_.pointers()});
+  add_steps(true);
+}
+
+void Runtime::Impl::launch_call(const Family& family, const Problem& problem, const Kernel& k,
+                                const Bindings& bindings, CUstream stream) {
+  const CallLaunches call(family, problem, k, bindings);
+  driver::make_current(context);
+  const std::span<const CallLaunch> launches = call.launches();
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    const CUresult r = launch_kernel(launches[i].function, *launches[i].shape, stream, launches[i].args);
+    if (r != CUDA_SUCCESS)
+      throw CudaError("cuLaunchKernel (launch " + std::to_string(i + 1) + " of " +
+                          std::to_string(launches.size()) + ", config " + k.config.text() +
+                          ") failed: " + driver::error_text(r),
+                      r);
+  }
 }
 
 void Runtime::Impl::check_device_range(const void* ptr, std::size_t bytes, const std::string& what) const {

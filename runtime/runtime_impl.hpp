@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,6 +36,29 @@ struct Kernel {
   Config config;
   LaunchPrep prep;  ///< What each launch needs around it (Family::prep).
   std::vector<KernelStep> steps;  ///< Family::steps, loaded; empty for a call of one kernel.
+};
+
+/// One kernel launch of a call, with its parameters.
+struct CallLaunch {
+  CUfunction function = nullptr;
+  const LaunchShape* shape = nullptr;
+  void** args = nullptr;
+};
+
+/// A call's launches in the order they run (the steps before, the main kernel, the steps after), each with its
+/// parameters from the family over `bindings`: what the dispatcher launches and the tuner times. Holds the
+/// parameters the launches point to, so it is neither copied nor moved; `kernel` must outlive it.
+class CallLaunches {
+ public:
+  CallLaunches(const Family& family, const Problem& problem, const Kernel& kernel, const Bindings& bindings);
+  CallLaunches(const CallLaunches&) = delete;
+  CallLaunches& operator=(const CallLaunches&) = delete;
+  std::span<const CallLaunch> launches() const noexcept { return launches_; }
+
+ private:
+  KernelArgs main_args_;
+  std::vector<KernelArgs> step_args_;
+  std::vector<CallLaunch> launches_;
 };
 
 class CallSites;
@@ -102,13 +126,14 @@ struct Runtime::Impl {
   /// driver refuses a cached image) and returns its function.
   CUfunction load_function(const std::string& key, CachedBinary binary, bool cached,
                            const KernelSource& source, const Family& family, const Config& config);
+  /// Compiles (or takes from the binary caches) and loads `kernel`'s steps for `problem` (Family::steps of
+  /// kernel.config) into kernel.steps, each module kept under `key` and the step's index. Needs kernel.prep.
+  void load_steps(const Family& family, const Problem& problem, Kernel& kernel, const std::string& key);
   /// Launches on `stream` with the primary context current.
   void launch(const Kernel& kernel, KernelArgs& args, CUstream stream);
-  /// Launches a whole call: kernel's steps before the main kernel, the main kernel with `args`, the steps
-  /// after it, each step's parameters from family.step_args over `bindings` (launch() alone where there are
-  /// no steps).
-  void launch_call(const Family& family, const Problem& problem, const Kernel& kernel,
-                   const Bindings& bindings, KernelArgs& args, CUstream stream);
+  /// Launches a whole call on `stream` (CallLaunches: the steps and the main kernel, parameters over `bindings`).
+  void launch_call(const Family& family, const Problem& problem, const Kernel& kernel, const Bindings& bindings,
+                   CUstream stream);
   /// Throws InvalidArgument unless [ptr, ptr + bytes) lies inside one allocation of device memory (or managed
   /// memory) usable on this runtime's device; `what` names the argument ("input 1") in the message.
   void check_device_range(const void* ptr, std::size_t bytes, const std::string& what) const;
@@ -177,9 +202,10 @@ bool stream_capturing(CUstream stream);
 /// (shape.cooperative).
 CUresult launch_kernel(CUfunction function, const LaunchShape& shape, CUstream stream, void** args);
 
-/// Readies a loaded function for launches as `shape` (the context current): opts into dynamic shared memory
-/// over 48 KiB, and settles a balanced grid (LaunchShape::balance_units) or a cooperative one (at most the
-/// resident blocks) from the function's occupancy.
+/// Readies a loaded function for launches as `shape` (the context current): pads the shared memory of a spread
+/// launch (LaunchShape::spread), opts into dynamic shared memory over 48 KiB, and settles a balanced grid
+/// (LaunchShape::balance_units) or a cooperative one (at most the resident blocks) from the function's
+/// occupancy.
 void ready_function(CUfunction function, LaunchShape& shape, const DeviceInfo& device);
 
 }  // namespace jitune

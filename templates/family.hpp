@@ -56,6 +56,11 @@ struct LaunchShape {
   /// griddepcontrol.wait before their first global memory access (it returns once the previous kernel has
   /// finished and its writes are visible).
   bool programmatic = false;
+  /// One block an SM where the grid fits the SMs (ready_function pads the dynamic shared memory so that two
+  /// blocks do not fit one SM). A programmatic launch's blocks take the places the previous kernel frees as it
+  /// drains, and left to the occupancy they doubled up: conv2d's 100-block GEMM after its copy kernel ran 1.4x
+  /// slower at two blocks an SM's shared memory than at one (bench/RESULTS.md 2026-11-29, twenty-fifth session).
+  bool spread = false;
   /// When > 0, the grid is settled when the kernel is loaded (ready_function): one balanced wave, every block
   /// resident at once (the loaded function's occupancy) and given the same number of these work units,
   /// ceil(units / ceil(units / resident)) blocks. grid.x is the fallback estimate until then.
@@ -102,6 +107,10 @@ struct StepKernel {
 /// Kernel parameter storage for cuLaunchKernel without heap allocation (the warm launch path uses it).
 class KernelArgs {
  public:
+  KernelArgs() = default;
+  // pointers() point into this object's storage: a copy would point into the original.
+  KernelArgs(const KernelArgs&) = delete;
+  KernelArgs& operator=(const KernelArgs&) = delete;
   /// Appends one kernel parameter (trivially copyable, passed by value).
   template <class T>
   void push(const T& value) {

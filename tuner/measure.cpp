@@ -175,8 +175,8 @@ LaunchTimer::LaunchTimer(TunerKernels& kernels, const DeviceInfo& device, double
   }
 }
 
-void LaunchTimer::launch(std::span<const TimedLaunch> call) {
-  for (const TimedLaunch& l : call)
+void LaunchTimer::launch(std::span<const CallLaunch> call) {
+  for (const CallLaunch& l : call)
     driver::check(launch_kernel(l.function, *l.shape, stream_, l.args),
                   l.shape->programmatic || l.shape->cooperative ? "cuLaunchKernelEx" : "cuLaunchKernel");
 }
@@ -187,7 +187,7 @@ int LaunchTimer::launches_per_sample(double estimate_us) const noexcept {
   return std::clamp(static_cast<int>(std::ceil(200.0 / std::max(estimate_us, 0.5))), 2, 64);
 }
 
-double LaunchTimer::probe(std::span<const TimedLaunch> call) {
+double LaunchTimer::probe(std::span<const CallLaunch> call) {
   JITUNE_CU_CHECK(cuEventRecord(start_[0]->get(), stream_));
   launch(call);
   JITUNE_CU_CHECK(cuEventRecord(stop_[0]->get(), stream_));
@@ -198,11 +198,11 @@ double LaunchTimer::probe(std::span<const TimedLaunch> call) {
 }
 
 std::vector<double> LaunchTimer::time(CUfunction f, const LaunchShape& s, KernelArgs& args, int samples) {
-  const TimedLaunch one{f, &s, args.pointers()};
-  return time(std::span<const TimedLaunch>(&one, 1), samples);
+  const CallLaunch one{f, &s, args.pointers()};
+  return time(std::span<const CallLaunch>(&one, 1), samples);
 }
 
-std::vector<double> LaunchTimer::time(std::span<const TimedLaunch> call, int samples) {
+std::vector<double> LaunchTimer::time(std::span<const CallLaunch> call, int samples) {
   samples = std::min<int>(samples, static_cast<int>(start_.size()));
   // Lines an earlier candidate loaded with an evict_last policy (cache hints) stay ahead of others in L2 until
   // reset, and made every later candidate of a case look up to 25% faster on the H100: each candidate starts from

@@ -77,13 +77,6 @@ enum class L2Mode {
            ///< gaps (how small problems run in a pipeline, and how bench-cases.md times them).
 };
 
-/// One kernel launch of a timed call (a call may be several kernels: Family::steps).
-struct TimedLaunch {
-  CUfunction function = nullptr;
-  const LaunchShape* shape = nullptr;
-  void** args = nullptr;
-};
-
 /// Event timing of launches in the chosen L2 mode.
 class LaunchTimer {
  public:
@@ -93,14 +86,14 @@ class LaunchTimer {
   /// between two events, sized from the first call's estimate.
   std::vector<double> time(CUfunction f, const LaunchShape& shape, KernelArgs& args, int samples);
   /// time() of a call of several kernels, launched in order: microseconds per call.
-  std::vector<double> time(std::span<const TimedLaunch> call, int samples);
+  std::vector<double> time(std::span<const CallLaunch> call, int samples);
   /// Launches behind one sample (1 unless warm).
   int launches_per_sample(double estimate_us) const noexcept;
   L2Mode mode() const noexcept { return mode_; }
 
  private:
-  double probe(std::span<const TimedLaunch> call);
-  void launch(std::span<const TimedLaunch> call);
+  double probe(std::span<const CallLaunch> call);
+  void launch(std::span<const CallLaunch> call);
   TunerKernels& kernels_;
   CUstream stream_;
   L2Mode mode_;

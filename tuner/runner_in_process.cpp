@@ -29,7 +29,7 @@ class InProcessRunner final : public CandidateRunner {
   CandidateResult run(const Candidate& c, double best_us) override {
     CandidateResult r;
     r.config = c.config;
-    const Loaded& l = load(c);
+    const Kernel& l = load(c);
     int max_threads = 0;
     JITUNE_CU_CHECK(cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, l.function));
     if (l.shape.block.volume() > static_cast<std::uint64_t>(max_threads)) {
@@ -38,13 +38,12 @@ class InProcessRunner final : public CandidateRunner {
                  std::to_string(max_threads) + " (register use)";
       return r;
     }
-    const LaunchPrep prep = family_.prep(problem_, c.config);
-    CallLaunches call(family_, problem_, c.config, l, work_->bindings(prep));
+    const CallLaunches call(family_, problem_, l, work_->bindings(l.prep));
     // Correct first: one run on poisoned outputs, compared with the CPU reference.
     work_->reset_outputs(stream_.get());
-    work_->prepare_launch(prep, stream_.get());
+    work_->prepare_launch(l.prep, stream_.get());
     CUresult launched = CUDA_SUCCESS;
-    for (const TimedLaunch& k : call.launches())
+    for (const CallLaunch& k : call.launches())
       if (launched == CUDA_SUCCESS) launched = launch_kernel(k.function, *k.shape, stream_.get(), k.args);
     const CUresult synced = launched == CUDA_SUCCESS ? driver::api().cuStreamSynchronize(stream_.get()) : launched;
     if (synced != CUDA_SUCCESS) {
@@ -87,70 +86,30 @@ class InProcessRunner final : public CandidateRunner {
     std::vector<std::vector<double>> rounds(finalists.size());
     for (int round = 0; round < settings_.retime_reps; ++round)
       for (std::size_t f = 0; f < finalists.size(); ++f) {
-        const Loaded& l = load(*finalists[f]);
+        const Kernel& l = load(*finalists[f]);
         // The finalists share the workspace: each one's zeroed range is cleared again before its launch (another
         // finalist's launches may have written there, or the workspace was reallocated for a larger one).
-        const LaunchPrep prep = family_.prep(problem_, finalists[f]->config);
-        CallLaunches call(family_, problem_, finalists[f]->config, l, work_->bindings(prep));
-        work_->prepare_launch(prep, stream_.get());
+        const CallLaunches call(family_, problem_, l, work_->bindings(l.prep));
+        work_->prepare_launch(l.prep, stream_.get());
         rounds[f].push_back(timer_->time(call.launches(), 1).at(0));
       }
     return rounds;
   }
 
  private:
-  struct Loaded {
-    CUfunction function = nullptr;
-    LaunchShape shape;
-    std::vector<KernelStep> steps;  ///< Family::steps, compiled here (the binary cache keeps them)
-  };
-
-  /// One call's launches in order (the steps before, the main kernel, the steps after) with their parameters.
-  class CallLaunches {
-   public:
-    CallLaunches(const Family& family, const Problem& problem, const Config& config, const Loaded& l,
-                 const Bindings& bindings)
-        : step_args_(l.steps.size()) {
-      family.kernel_args(problem, config, bindings, main_args_);
-      for (std::size_t i = 0; i < l.steps.size(); ++i)
-        family.step_args(problem, config, i, bindings, step_args_[i]);
-      auto add_steps = [&](bool after) {
-        for (std::size_t i = 0; i < l.steps.size(); ++i)
-          if (l.steps[i].after == after)
-            launches_.push_back({l.steps[i].function, &l.steps[i].shape, step_args_[i].pointers()});
-      };
-      add_steps(false);
-      launches_.push_back({l.function, &l.shape, main_args_.pointers()});
-      add_steps(true);
-    }
-    std::span<const TimedLaunch> launches() const noexcept { return launches_; }
-
-   private:
-    KernelArgs main_args_;
-    std::vector<KernelArgs> step_args_;
-    std::vector<TimedLaunch> launches_;
-  };
-
-  const Loaded& load(const Candidate& c) {
+  const Kernel& load(const Candidate& c) {
     const std::string key = std::to_string(c.module_id) + "\n" + c.lowered + "\n" + c.config.text();
     if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
     auto& module = modules_[c.module_id];
     if (!module) module = std::make_unique<driver::Module>(c.program->cubin.data());
-    Loaded l{module->function(c.lowered), family_.launch_shape(problem_, c.config, impl_.device), {}};
-    ready_function(l.function, l.shape, impl_.device);
-    std::size_t index = 0;
-    for (StepKernel& step : family_.steps(problem_, c.config, impl_.device)) {
-      // Steps are few and shared by a problem's candidates (a layout change): compiled on first use, then
-      // loaded from the binary cache; kept in the runtime's modules for the session.
-      bool cached = false;
-      CachedBinary b = impl_.binary_of(step.source, family_, c.config, false, &cached);
-      KernelStep loaded{impl_.load_function("tuner step\n" + key + "\n" + std::to_string(index++),
-                                            std::move(b), cached, step.source, family_, c.config),
-                        step.shape, step.after};
-      ready_function(loaded.function, loaded.shape, impl_.device);
-      l.steps.push_back(loaded);
-    }
-    return loaded_.emplace(key, std::move(l)).first->second;
+    Kernel k;
+    k.function = module->function(c.lowered);
+    k.shape = family_.launch_shape(problem_, c.config, impl_.device);
+    k.config = c.config;
+    k.prep = family_.prep(problem_, c.config);
+    ready_function(k.function, k.shape, impl_.device);
+    impl_.load_steps(family_, problem_, k, "tuner step\n" + key);
+    return loaded_.emplace(key, std::move(k)).first->second;
   }
 
   Runtime::Impl& impl_;
@@ -164,7 +123,7 @@ class InProcessRunner final : public CandidateRunner {
   std::unique_ptr<DeviceWorkload> work_;
   std::unique_ptr<LaunchTimer> timer_;
   std::map<std::size_t, std::unique_ptr<driver::Module>> modules_;
-  std::map<std::string, Loaded> loaded_;
+  std::map<std::string, Kernel> loaded_;
 };
 
 }  // namespace

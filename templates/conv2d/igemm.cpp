@@ -512,6 +512,7 @@ LaunchShape igemm_launch_shape(const ConvProblem& p, const Config& config, const
     shape.grid.x = static_cast<unsigned>(
         std::min<std::int64_t>(g.grid_m * g.grid_n * config.at("split_k"), (std::int64_t{1} << 31) - 1));
     shape.programmatic = device.cc() >= 90;
+    shape.spread = shape.programmatic;  // its blocks start while the copy drains
   } else if (config.at("repack") != 0) {
     // One resident wave (the loader caps it at the loaded kernel's occupancy), output tiles taken in turn.
     shape.grid.x = static_cast<unsigned>(std::min<std::int64_t>(g.grid_m * g.grid_n * config.at("split_k"),

@@ -1,23 +1,28 @@
 // conv2d algo 1, repack 3: an NCHW convolution repacked to channels last in a call of up to three launches
 // (the family's steps), where repack 1 and 2 run one cooperative launch:
 // 1. conv2d_repack_copy, a step before: x {N,C,H,W} -> {N,H,W,C} and w {K,C,R,S} -> {K,R,S,C} into the
-//    workspace, a block per tile of 64 positions x 64 16-bit (32 float) channels through shared memory: every block
-//    resident at once, each with all its loads in flight, so the copy costs about one round trip of the memory.
-// 2. conv2d_igemm_after_copy, the main kernel: igemm.cuh's channels-last cp.async pipeline over the copies, a
-//    block per output tile and split, as the channels-last kernel launches; where y is staged (P * Q not a
-//    multiple of the 16-byte chunk) it stores y channels last into the workspace, else NCHW with the epilogue.
-// 3. conv2d_unstage, a step after where y is staged: ys {N,PQ,K} -> NCHW y with the epilogue, tiled as the copy.
-// Why: inside one cooperative launch the GEMM ran 3-5 us slower than the same tiles as the channels-last kernel
-// (N32 C = K = 256 14x14 float16 on the H200: 24.3-25.1 us with the copies switched off against 21.1;
-// bench/RESULTS.md 2026-11-29), and the copies ran at the GEMM's occupancy (one or two blocks an SM). The main
-// kernel and the unstaging are programmatic launches (sm_90): each waits for the previous kernel
+//    workspace, a block per tile of 64 positions x 64 16-bit (32 float) channels through shared memory, four
+//    blocks an SM (64 registers; N32 C = 256 14x14's 659 tiles are 1.25 waves of the H200's 132 SMs), a
+//    tile's loads in flight together where it takes whole rows, in two rounds where rows are cut in pieces.
+// 2. conv2d_igemm_after_copy, the main kernel: igemm.cuh's channels-last cp.async pipeline over the copies,
+//    a block per output tile and split, as the channels-last kernel launches; where y is staged (P * Q not a
+//    multiple of the 16-byte chunk) it stores y channels last into the workspace, else NCHW with the
+//    epilogue.
+// 3. conv2d_unstage, a step after where y is staged: ys {N,PQ,K} -> NCHW y with the epilogue, tiled as the
+//    copy.
+//
+// Why: inside one cooperative launch the GEMM ran 3-5 us slower than the same tiles as the channels-last
+// kernel (N32 C = K = 256 14x14 float16 on the H200: 24.3-25.1 us with the copies switched off against 21.1;
+// bench/RESULTS.md 2026-11-29), and the copies ran at the GEMM's occupancy (one or two blocks an SM). The
+// main kernel and the unstaging are programmatic launches (sm_90): each waits for the previous kernel
 // (wait_for_previous_kernel) before it touches memory, and the kernel before lets it start its blocks early
-// (start_next_kernel), so its launch and prologue overlap the previous one's tail. The steps' first form ran repack
-// 2's ring of 16 KiB buffers in 396 blocks: 10-11 us for the copy and 5 us for the unstaging of N32 C = K = 256
-// 14x14 float16 (L2-resident, H200, bench/RESULTS.md 2026-11-29, twenty-fourth session). The workspace is repack
-// 1's (igemm_prep): the 256-byte header (unused here), the split-K part, x, w, then y where staged; the host passes
-// the copies' addresses. It lives in a template of its own (Family::template_of), so the records of repack 0-2
-// stay current.
+// (start_next_kernel), so its launch and prologue overlap the previous one's tail. The steps' first form ran
+// repack 2's ring of 16 KiB buffers in 396 blocks: 10-11 us for the copy and 5 us for the unstaging of N32
+// C = K = 256 14x14 float16 (L2-resident, H200, bench/RESULTS.md 2026-11-29, twenty-fourth session).
+//
+// The workspace is repack 1's (igemm_prep): the 256-byte header (unused here), the split-K part, x, w, then y
+// where staged; the host passes the copies' addresses. It lives in a template of its own
+// (Family::template_of), so the records of repack 0-2 stay current.
 #pragma once
 
 #include "common/pdl.cuh"
@@ -28,9 +33,9 @@ namespace conv {
 
 /// Threads of the copy and unstaging kernels.
 constexpr int kStepThreads = 256;
-/// Both steps transpose tiles of at most kStepPositions positions x kStepWords 4-byte words of channels (64 16-bit
-/// or 32 float channels) through shared memory, kStepPitch words a position (or, in the unstaging, 65 / 66 elements
-/// a channel) so that a warp's column of positions falls in distinct banks.
+/// Both steps transpose tiles of at most kStepPositions positions x kStepWords 4-byte words of channels (64
+/// 16-bit or 32 float channels) through shared memory, kStepPitch words a position (or, in the unstaging, 65
+/// / 66 elements a channel) so that a warp's column of positions falls in distinct banks.
 constexpr int kStepPositions = 64, kStepWords = 32, kStepPitch = kStepWords + 1;
 
 /// n / d for 0 <= n < 2^16 by a multiply-high (1 <= d <= kStepPositions; d == 1 passes n through).
@@ -43,30 +48,33 @@ struct StepDiv {
 };
 
 /// How the positions of a [rows][l] source split into tiles: `parts` tiles of at most `span` positions (l cut
-/// evenly into the fewest pieces of at most kStepPositions), and where a tile takes whole rows (span == l) `groups`
-/// row groups of kRows rows each (a short row, w's R * S taps, still fills a tile). The host's repack3_tiles mirrors
-/// it. A constant for w (R * S is a template parameter), 32-bit arithmetic once a block for x.
+/// evenly into the fewest pieces of at most kStepPositions), and where a tile takes whole rows (span == l)
+/// `groups` row groups of kRows rows each (a short row, w's R * S taps, still fills a tile). The host's
+/// repack3_tiles mirrors it. A constant for w (R * S is a template parameter), 32-bit arithmetic once a block
+/// for x.
 struct StepSplit {
   int parts, span, groups;
   __host__ __device__ constexpr explicit StepSplit(int l)
       : parts((l + kStepPositions - 1) / kStepPositions),
-        span((l + (l + kStepPositions - 1) / kStepPositions - 1) / ((l + kStepPositions - 1) / kStepPositions)),
+        span((l + (l + kStepPositions - 1) / kStepPositions - 1) /
+             ((l + kStepPositions - 1) / kStepPositions)),
         groups(l <= kStepPositions ? kStepPositions / l : 1) {}
 };
 
-// One tile t of the batched transpose [B][C][l] -> [B][l][C] of `rows` = B * kC rows (row g is channel g % kC of
-// batch g / kC; rows < 2^31, tiles < 2^31): groups x kRows consecutive rows by one piece of `tn` positions. kL is l
-// where it is a constant (w's taps), 0 where it is not. Where a tile takes whole rows it is one contiguous span
-// starting 16 bytes aligned (its first row is a multiple of kRows and the source is 16-byte aligned: Family::variant
-// runs repack 1 otherwise), read as 16-byte vectors, each element placed by one multiply-high and a step. Rows cut
-// in pieces (33 positions or more, any alignment) are read element by element: a warp takes every eighth word of
-// rows, its lanes consecutive positions, so each thread's addresses are fixed offsets of one base. Element (row,
-// position) lands in shared memory at position row p = group * tn + position, word (row % kRows) / elements a word;
-// each 16-byte chunk (kV channels of one position) is then read back as four words (the pitch of 33 puts a warp's 8
-// chunks x 4 positions in 32 banks) and stored to dst as one 16-byte write.
+// One tile t of the batched transpose [B][C][l] -> [B][l][C] of `rows` = B * kC rows (row g is channel g % kC
+// of batch g / kC; rows < 2^31, tiles < 2^31): groups x kRows consecutive rows by one piece of `tn`
+// positions. kL is l where it is a constant (w's taps), 0 where it is not. Where a tile takes whole rows it
+// is one contiguous span starting 16 bytes aligned (its first row is a multiple of kRows and the source is
+// 16-byte aligned: Family::variant runs repack 1 otherwise), read as 16-byte vectors, each element placed by
+// one multiply-high and a step. Rows cut in pieces (33 positions or more, any alignment) are read element by
+// element: a warp takes every eighth word of rows, its lanes consecutive positions, so each thread's
+// addresses are fixed offsets of one base. Element (row, position) lands in shared memory at position row p =
+// group * tn + position, word (row % kRows) / elements a word; each 16-byte chunk (kV channels of one
+// position) is then read back as four words (the pitch of 33 puts a warp's 8 chunks x 4 positions in 32
+// banks) and stored to dst as one 16-byte write.
 template <class T, int kC, int kL>
-__device__ __forceinline__ void copy_tile(const T* __restrict__ src, T* __restrict__ dst, unsigned rows, int l_in,
-                                          const StepSplit& split, unsigned t, unsigned* tile) {
+__device__ __forceinline__ void copy_tile(const T* __restrict__ src, T* __restrict__ dst, unsigned rows,
+                                          int l_in, const StepSplit& split, unsigned t, unsigned* tile) {
   constexpr int kRows = kStepWords * 4 / static_cast<int>(sizeof(T)), kV = 16 / static_cast<int>(sizeof(T));
   constexpr int kPerWord = 4 / static_cast<int>(sizeof(T)), kWarps = kStepThreads / 32;
   constexpr int kVecs = kStepPositions * kStepWords * 4 / 16 / kStepThreads;
@@ -102,9 +110,9 @@ __device__ __forceinline__ void copy_tile(const T* __restrict__ src, T* __restri
       }
     }
   } else {
-    // A warp takes rows kPerWord * (warp + kWarps * i) + (0 .. kPerWord - 1), a word of channels a position, its
-    // lanes two positions each (tn <= 64), in two rounds of half its loads (no spills at four blocks an SM).
-    // 64 * l < 2^31 (the host's rule): 32-bit offsets.
+    // A warp takes rows kPerWord * (warp + kWarps * i) + (0 .. kPerWord - 1), a word of channels a position,
+    // its lanes two positions each (tn <= 64), in two rounds of half its loads (no spills at four blocks an
+    // SM). 64 * l < 2^31 (the host's rule): 32-bit offsets.
     constexpr int kPerWarp = kStepWords / kWarps, kHalf = kPerWarp / 2;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const T* const mine = base + static_cast<long long>(warp * kPerWord) * l + lane;
@@ -142,9 +150,10 @@ __device__ __forceinline__ void copy_tile(const T* __restrict__ src, T* __restri
     if (row < rn) {
       const unsigned* const w = tile + p * kStepPitch + cv * (kV / kPerWord);
       const int c = c0 + row, db = c / kC;  // batches past b0 (rows of a tile span batches where kC < kRows)
-      // One 16-byte store, kept in L2 for the GEMM (a plain store of the uint4 compiled to four 4-byte stores:
-      // four times the L2 sectors; the intrinsic is one st.global.cg.v4).
-      __stcg(reinterpret_cast<uint4*>(out + (static_cast<long long>(db) * l + p - group * tn) * kC + (c - db * kC)),
+      // One 16-byte store, kept in L2 for the GEMM (a plain store of the uint4 compiled to four 4-byte
+      // stores: four times the L2 sectors; the intrinsic is one st.global.cg.v4).
+      __stcg(reinterpret_cast<uint4*>(out + (static_cast<long long>(db) * l + p - group * tn) * kC +
+                                      (c - db * kC)),
              make_uint4(w[0], w[1], w[2], w[3]));
     }
   }
@@ -158,8 +167,8 @@ __device__ __forceinline__ void start_next_kernel() {
 #endif
 }
 
-// Step before the GEMM. T, kC, kK, kRS (R * S): the problem's type, channels, filters and filter taps. A block per
-// tile (the host launches repack3_tiles blocks; any grid is correct): x's tiles, then w's.
+// Step before the GEMM. T, kC, kK, kRS (R * S): the problem's type, channels, filters and filter taps. A
+// block per tile (the host launches repack3_tiles blocks; any grid is correct): x's tiles, then w's.
 template <class T, int kC, int kK, int kRS>
 __global__ void __launch_bounds__(kStepThreads, 4) conv2d_repack_copy(Args<T> a, T* xs, T* ws) {
   __shared__ unsigned tile[kStepPositions * kStepPitch];
@@ -172,8 +181,10 @@ __global__ void __launch_bounds__(kStepThreads, 4) conv2d_repack_copy(Args<T> a,
   const unsigned x_rows = static_cast<unsigned>(a.n) * kC;
   const unsigned x_tiles = (x_rows + sx.groups * kRows - 1) / (sx.groups * kRows) * sx.parts;
   for (unsigned t = blockIdx.x; t < x_tiles + kWTiles; t += gridDim.x) {
-    if (t < x_tiles) copy_tile<T, kC, 0>(a.x, xs, x_rows, hw, sx, t, tile);
-    else copy_tile<T, kC, kRS>(a.wt, ws, kWRows, kRS, kSw, t - x_tiles, tile);
+    if (t < x_tiles)
+      copy_tile<T, kC, 0>(a.x, xs, x_rows, hw, sx, t, tile);
+    else
+      copy_tile<T, kC, kRS>(a.wt, ws, kWRows, kRS, kSw, t - x_tiles, tile);
     __syncthreads();  // the tile's shared memory is refilled by the next
   }
 }
@@ -204,11 +215,12 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
       (t / tiles_m) % tiles_n, t / tiles_mn, tiles_m, tiles_mn);
 }
 
-// Step after the GEMM, where y is staged: ys {N,PQ,K} -> the caller's NCHW y {N,K,PQ} with the epilogue. A block per
-// tile of kRows output channels of one image by one piece of its positions (StepSplit: the host launches
-// repack3_unstage_tiles blocks; any grid is correct): 16-byte chunks of ys (kV channels of one position), a thread's
-// two in flight, scattered into shared memory as [channel][position] (pitch 66 / 65 elements), then y's runs of
-// positions written element by element, a warp's lanes along a run, the epilogue applied on the way.
+// Step after the GEMM, where y is staged: ys {N,PQ,K} -> the caller's NCHW y {N,K,PQ} with the epilogue. A
+// block per tile of kRows output channels of one image by one piece of its positions (StepSplit: the host
+// launches repack3_unstage_tiles blocks; any grid is correct): 16-byte chunks of ys (kV channels of one
+// position), a thread's two in flight, scattered into shared memory as [channel][position] (pitch 66 / 65
+// elements), then y's runs of positions written element by element, a warp's lanes along a run, the epilogue
+// applied on the way.
 template <class T, int kK, class Epi = NoEpilogue>
 __global__ void __launch_bounds__(kStepThreads, 4) conv2d_unstage(Args<T> a, const T* ys) {
   constexpr int kRows = kStepWords * 4 / static_cast<int>(sizeof(T)), kV = 16 / static_cast<int>(sizeof(T));

@@ -1,21 +1,23 @@
-// conv2d algo 1, repack 2: an NCHW convolution copied to channels last at the copy rate, then the implicit GEMM.
-// One cooperative launch (every block resident): x {N,C,H,W} -> {N,H,W,C} and w {K,C,R,S} -> {K,R,S,C} into the
-// workspace, a grid barrier, then igemm.cuh's channels-last cp.async pipeline over the copies with the NCHW epilogue,
-// each block taking output tiles in turn, the last block out resetting the barrier (as repack 1 does).
+// conv2d algo 1, repack 2: an NCHW convolution copied to channels last at the copy rate, then the implicit
+// GEMM. One cooperative launch (every block resident): x {N,C,H,W} -> {N,H,W,C} and w {K,C,R,S} -> {K,R,S,C}
+// into the workspace, a grid barrier, then igemm.cuh's channels-last cp.async pipeline over the copies with
+// the NCHW epilogue, each block taking output tiles in turn, the last block out resetting the barrier (as
+// repack 1 does).
 //
-// Both copies are the same batched transpose, [B][C][L] -> [B][L][C] (x: B = N, L = H * W; w: B = K, L = R * S).
-// repack 1 runs it at the GEMM's occupancy (one or two blocks an SM) with a few loads a thread in flight, and where
-// H * W is not a multiple of 8 element by element: on the H200 an N32 C256 14x14 layer took 39 us repacked against
-// 21 us for the same GEMM on a channels-last x, N32 C512 7x7 49 us. Here a block keeps a ring of kRing tiles in
-// flight through cp.async (16-byte copies only: no registers held, no element loads), so every SM has tens of
-// kilobytes of reads outstanding whatever the occupancy, and writes each tile as 16-byte chunks of kV channels of
-// one position. A tile is a run of channels of one batch, either whole rows (flat: the tile is one contiguous span
-// of x or w, whose start is 16-byte aligned as C is a multiple of kV, so any L works) or, where L is long and a
-// multiple of kV, 64-position segments of up to 64 channels (segments: each row chunk is aligned), stored with
-// their 16-byte chunks swizzled by channel group so the column reads of the write phase fall in distinct banks.
-// The host's repack_plan (igemm.cpp) mirrors RepackPlan below and refuses repack 2 where neither form fits a ring
-// stage (repack 1 runs there), and where x or w is not 16-byte aligned Family::variant runs repack 1.
-// It lives in a template of its own (Family::template_of), so the records of repack 0 / 1 stay current.
+// Both copies are the same batched transpose, [B][C][L] -> [B][L][C] (x: B = N, L = H * W; w: B = K,
+// L = R * S). repack 1 runs it at the GEMM's occupancy (one or two blocks an SM) with a few loads a thread in
+// flight, and where H * W is not a multiple of 8 element by element: on the H200 an N32 C256 14x14 layer took
+// 39 us repacked against 21 us for the same GEMM on a channels-last x, N32 C512 7x7 49 us. Here a block keeps
+// a ring of kRing tiles in flight through cp.async (16-byte copies only: no registers held, no element
+// loads), so every SM has tens of kilobytes of reads outstanding whatever the occupancy, and writes each tile
+// as 16-byte chunks of kV channels of one position. A tile is a run of channels of one batch, either whole
+// rows (flat: the tile is one contiguous span of x or w, whose start is 16-byte aligned as C is a multiple of
+// kV, so any L works) or, where L is long and a multiple of kV, 64-position segments of up to 64 channels
+// (segments: each row chunk is aligned), stored with their 16-byte chunks swizzled by channel group so the
+// column reads of the write phase fall in distinct banks. The host's repack_plan (igemm.cpp) mirrors
+// RepackPlan below and refuses repack 2 where neither form fits a ring stage (repack 1 runs there), and where
+// x or w is not 16-byte aligned Family::variant runs repack 1. It lives in a template of its own
+// (Family::template_of), so the records of repack 0 / 1 stay current.
 #pragma once
 
 #include "conv2d/conv2d.cuh"
@@ -23,8 +25,9 @@
 namespace jitune {
 namespace conv {
 
-/// How one batched transpose [B][C][L] -> [B][L][C] is cut into tiles of at most `capacity` elements: kc channels
-/// x kl positions (kl elements a staged channel), flat (whole rows, one span) or segments (swizzled chunks).
+/// How one batched transpose [B][C][L] -> [B][L][C] is cut into tiles of at most `capacity` elements: kc
+/// channels x kl positions (kl elements a staged channel), flat (whole rows, one span) or segments (swizzled
+/// chunks).
 struct RepackPlan {
   int kc = 0, kl = 0, c_tiles = 0, l_tiles = 0;
   bool flat = true;
@@ -34,10 +37,10 @@ struct RepackPlan {
 /// Tiles a block of the copies of x and of the unstaging of y aim at (balanced_channels).
 constexpr int kRepackTilesPerBlock = 1, kUnstageTilesPerBlock = 1;
 
-/// Channels a tile of whole rows, kc of c at least, for `batches` batches over `blocks` blocks: narrowed (whole kV
-/// groups, split evenly) until every block has kPerBlock tiles or a tile is kV channels. A block alone with one tile
-/// copies it at one SM's rate while the others wait at the barrier (N32 C256 14x14: 96 tiles of 88 channels on 132
-/// blocks spent 7.5 us copying 4.4 MB; bench/RESULTS.md 2026-11-29).
+/// Channels a tile of whole rows, kc of c at least, for `batches` batches over `blocks` blocks: narrowed
+/// (whole kV groups, split evenly) until every block has kPerBlock tiles or a tile is kV channels. A block
+/// alone with one tile copies it at one SM's rate while the others wait at the barrier (N32 C256 14x14: 96
+/// tiles of 88 channels on 132 blocks spent 7.5 us copying 4.4 MB; bench/RESULTS.md 2026-11-29).
 template <int kPerBlock>
 __device__ __forceinline__ int balanced_channels(int kc, int c, long long batches, int blocks, int v) {
   const int most = (c + v - 1) / v;  // tiles of kV channels
@@ -46,8 +49,9 @@ __device__ __forceinline__ int balanced_channels(int kc, int c, long long batche
   return ((c + parts - 1) / parts + v - 1) / v * v;
 }
 
-/// The host's repack_plan mirrors this (a plan with kc 0 means neither form fits: the host refuses repack 2). The
-/// device narrows flat tiles further for balance (balanced_channels), which changes no limit the host checks.
+/// The host's repack_plan mirrors this (a plan with kc 0 means neither form fits: the host refuses repack 2).
+/// The device narrows flat tiles further for balance (balanced_channels), which changes no limit the host
+/// checks.
 __device__ __forceinline__ RepackPlan repack_plan(int c, int l, int capacity, int v) {
   RepackPlan plan;
   const int wanted = c < 64 ? c : 64;
@@ -60,7 +64,7 @@ __device__ __forceinline__ RepackPlan repack_plan(int c, int l, int capacity, in
     const int kl = (capacity / kc) / 64 * 64;
     plan.kc = kc, plan.kl = kl < l ? kl : (l + 63) / 64 * 64, plan.flat = false;
   } else if (flat >= v) {
-    // Whole rows, the channels split evenly over the tiles (C = 512 of 7x7 in two tiles of 256, not 496 + 16).
+    // Whole rows, the channels split evenly over the tiles (C = 512 of 7x7: two tiles of 256, not 496, 16).
     const int parts = (c + flat - 1) / flat;
     plan.kc = ((c + parts - 1) / parts + v - 1) / v * v, plan.kl = l, plan.flat = true;
   } else {
@@ -71,9 +75,11 @@ __device__ __forceinline__ RepackPlan repack_plan(int c, int l, int capacity, in
   return plan;
 }
 
-/// repack_plan with flat tiles narrowed so `batches` batches give every one of `blocks` blocks kPerBlock tiles.
+/// repack_plan with flat tiles narrowed so `batches` batches give every one of `blocks` blocks kPerBlock
+/// tiles.
 template <int kPerBlock>
-__device__ __forceinline__ RepackPlan balanced_plan(int c, int l, int capacity, int v, long long batches, int blocks) {
+__device__ __forceinline__ RepackPlan balanced_plan(int c, int l, int capacity, int v, long long batches,
+                                                    int blocks) {
   RepackPlan plan = repack_plan(c, l, capacity, v);
   if (plan.flat && plan.kc > 0) {
     plan.kc = balanced_channels<kPerBlock>(plan.kc, c, batches, blocks, v);
@@ -82,11 +88,12 @@ __device__ __forceinline__ RepackPlan balanced_plan(int c, int l, int capacity, 
   return plan;
 }
 
-// The ring of the batched transposes of w (tiles first) and x into ws and xs; `stage` is the shared memory, kRing
-// buffers of `capacity` elements. Ends with every copy landed and every write issued (the grid barrier follows).
+// The ring of the batched transposes of w (tiles first) and x into ws and xs; `stage` is the shared memory,
+// kRing buffers of `capacity` elements. Ends with every copy landed and every write issued (the grid barrier
+// follows).
 template <class T, int kC, int kThreads, int kRing>
-__device__ __forceinline__ void repack_ring(const T* x, const T* w, T* xs, T* ws, int n, int hw, int k, int rs,
-                                            T* stage, int capacity) {
+__device__ __forceinline__ void repack_ring(const T* x, const T* w, T* xs, T* ws, int n, int hw, int k,
+                                            int rs, T* stage, int capacity) {
   constexpr int kV = 16 / sizeof(T);
   using Word = typename RawBits<sizeof(T)>::type;
   const RepackPlan pw = repack_plan(kC, rs, capacity, kV);
@@ -143,7 +150,9 @@ __device__ __forceinline__ void repack_ring(const T* x, const T* w, T* xs, T* ws
       unsigned h[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) h[e] = words[(cv * kV + e) * d.plan.kl + at];
-      *reinterpret_cast<uint4*>(d.dst + (d.b * d.l + d.l0 + pos) * kC + d.c0 + cv * kV) = pack_chunk<T>(h);
+      // One st.global.cg.v4 (a plain store of the uint4 compiled to four 4-byte stores).
+      __stcg(reinterpret_cast<uint4*>(d.dst + (d.b * d.l + d.l0 + pos) * kC + d.c0 + cv * kV),
+             pack_chunk<T>(h));
     }
   };
   const long long first = blockIdx.x, step = gridDim.x;
@@ -165,11 +174,12 @@ __device__ __forceinline__ void repack_ring(const T* x, const T* w, T* xs, T* ws
   cp_async_wait<0>();
 }
 
-// y from the workspace's channels-last copy ys {N,PQ,K} to the caller's NCHW y {N,K,PQ} with the epilogue, for output
-// images whose P * Q is not a multiple of kV (igemm.cuh stores NCHW element by element there). A tile is kc output
-// channels of one image, all PQ positions: its part of y is one contiguous span (its start 16-byte aligned as K and
-// kc are multiples of kV), so it is written as 16-byte chunks straight from shared memory, staged [kc][PQ] by a
-// scatter of each 16-byte chunk of ys (kV channels of one position) read through registers, four in flight.
+// y from the workspace's channels-last copy ys {N,PQ,K} to the caller's NCHW y {N,K,PQ} with the epilogue,
+// for output images whose P * Q is not a multiple of kV (igemm.cuh stores NCHW element by element there). A
+// tile is kc output channels of one image, all PQ positions: its part of y is one contiguous span (its start
+// 16-byte aligned as K and kc are multiples of kV), so it is written as 16-byte chunks straight from shared
+// memory, staged [kc][PQ] by a scatter of each 16-byte chunk of ys (kV channels of one position) read through
+// registers, four in flight.
 template <class T, class Epi, int kThreads>
 __device__ __forceinline__ void unstage_y(const Args<T>& a, const T* ys, int k, T* stage, int capacity) {
   constexpr int kV = 16 / sizeof(T);
@@ -189,7 +199,8 @@ __device__ __forceinline__ void unstage_y(const Args<T>& a, const T* ys, int k, 
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int j = j0 + u * kThreads, pos = j / groups, cv = j - pos * groups;
-        if (j < chunks) v[u] = *reinterpret_cast<const uint4*>(src + static_cast<long long>(pos) * k + cv * kV);
+        if (j < chunks)
+          v[u] = *reinterpret_cast<const uint4*>(src + static_cast<long long>(pos) * k + cv * kV);
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -225,18 +236,18 @@ struct YStagedEpi<1, Epi> {
   using type = NoEpilogue;
 };
 
-// Tunables and problem constants as conv2d_igemm's (igemm.cuh); the layout is NCHW, C a multiple of 16 / sizeof(T),
-// stages 2 to 8. Workspace (igemm_prep): the barrier counter (kRepackHeaderBytes), the split-K part, the copy of x,
-// the copy of w, as repack 1's.
-template <class T, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW, int kTileM,
-          int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kMma, int kStages, int kSplitK,
-          int kBias, int kYStaged, class Epi = NoEpilogue>
+// Tunables and problem constants as conv2d_igemm's (igemm.cuh); the layout is NCHW, C a multiple of 16 /
+// sizeof(T), stages 2 to 8. Workspace (igemm_prep): the barrier counter (kRepackHeaderBytes), the split-K
+// part, the copy of x, the copy of w, as repack 1's.
+template <class T, int kC, int kK, int kR, int kS, int kStrideH, int kStrideW, int kDilH, int kDilW,
+          int kTileM, int kTileN, int kTileK, int kWarpsM, int kWarpsN, int kMinBlocks, int kMma, int kStages,
+          int kSplitK, int kBias, int kYStaged, class Epi = NoEpilogue>
 __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlocks)
     conv2d_igemm_repacked(Args<T> a, void* workspace) {
   extern __shared__ float4 shared_raw[];
-  T* const smem = reinterpret_cast<T*>(
-      kMma ? (reinterpret_cast<unsigned long long>(shared_raw) + 1023) & ~1023ull
-           : reinterpret_cast<unsigned long long>(shared_raw));
+  T* const smem =
+      reinterpret_cast<T*>(kMma ? (reinterpret_cast<unsigned long long>(shared_raw) + 1023) & ~1023ull
+                                : reinterpret_cast<unsigned long long>(shared_raw));
   constexpr int kV = 16 / sizeof(T);
   static_assert(kC % kV == 0 && kStages > 0, "repacking feeds the cp.async pipeline 16-byte taps");
   constexpr int kThreads = (kMma ? 128 : 32) * kWarpsM * kWarpsN;
@@ -254,8 +265,9 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
   unsigned* const barrier = reinterpret_cast<unsigned*>(bytes);
   void* const split_ws = bytes + kRepackHeaderBytes;
   const long long split_bytes =
-      kSplitK > 1 ? igemm_counter_bytes(tiles_mn) + static_cast<long long>(tiles_mn) * kSplitK * kTileM * kTileN * 4
-                  : 0;
+      kSplitK > 1
+          ? igemm_counter_bytes(tiles_mn) + static_cast<long long>(tiles_mn) * kSplitK * kTileM * kTileN * 4
+          : 0;
   T* const xs = reinterpret_cast<T*>(bytes + kRepackHeaderBytes + igemm_align256(split_bytes));
   T* const ws = xs + igemm_align256(static_cast<long long>(a.n) * hw * kC * sizeof(T)) / sizeof(T);
   T* const ys = ws + igemm_align256(static_cast<long long>(kK) * kR * kS * kC * sizeof(T)) / sizeof(T);
@@ -268,8 +280,9 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
   b.wt = ws;
   if constexpr (kYStaged) b.y = ys;  // channels last, plus bias; the epilogue runs as y is unstaged
   for (int t = blockIdx.x; t < tiles_mn * kSplitK; t += gridDim.x) {
-    igemm_tile<T, 1, kYStaged ? 1 : 0, kC, kK, kR, kS, kStrideH, kStrideW, kDilH, kDilW, kTileM, kTileN, kTileK,
-               kWarpsM, kWarpsN, kMma, kStages, kSplitK, kBias, 0, typename YStagedEpi<kYStaged, Epi>::type>(
+    igemm_tile<T, 1, kYStaged ? 1 : 0, kC, kK, kR, kS, kStrideH, kStrideW, kDilH, kDilW, kTileM, kTileN,
+               kTileK, kWarpsM, kWarpsN, kMma, kStages, kSplitK, kBias, 0,
+               typename YStagedEpi<kYStaged, Epi>::type>(
         b, split_ws, smem, t % tiles_m, (t / tiles_m) % tiles_n, t / tiles_mn, tiles_m, tiles_mn);
     __syncthreads();  // the tile's epilogue has read the shared memory the next tile's copies write
   }
@@ -277,8 +290,10 @@ __global__ void __launch_bounds__((kMma ? 128 : 32) * kWarpsM * kWarpsN, kMinBlo
     grid_barrier(barrier, 2);
     unstage_y<T, Epi, kThreads>(a, ys, kK, smem, kBuffers * G::kStage / kV * kV);
   }
-  // Every block passed the barriers before counting itself out here: the last one resets it for the next launch.
-  if (threadIdx.x == 0 && atomicAdd(barrier, 1u) == (kYStaged ? 3 : 2) * gridDim.x - 1) atomicExch(barrier, 0u);
+  // Every block passed the barriers before counting itself out here: the last one resets it for the next
+  // launch.
+  if (threadIdx.x == 0 && atomicAdd(barrier, 1u) == (kYStaged ? 3 : 2) * gridDim.x - 1)
+    atomicExch(barrier, 0u);
 }
 
 }  // namespace conv

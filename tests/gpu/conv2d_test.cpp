@@ -655,6 +655,14 @@ TEST_CASE("repack 1, 2 and 3: NCHW copied to channels last (one cooperative laun
       Runtime::Impl& impl = internal::impl(rt);
       const Kernel& kernel = impl.kernel(fam, p, c);
       CHECK(kernel.steps.size() == (h == 7 ? 2u : 1u));
+      if (kernel.shape.programmatic) {
+        // A grid under the SM count is spread one block an SM (LaunchShape::spread): 8 and 36 blocks here.
+        REQUIRE(kernel.shape.grid.volume() <= static_cast<std::uint64_t>(rt.device().sm_count));
+        int per_sm = 0;
+        JITUNE_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, kernel.function, static_cast<int>(kernel.shape.block.volume()), kernel.shape.shared_bytes));
+        CHECK(per_sm == 1);
+      }
       const Workload w = fam.workload(p, 77);
       const auto expected = fam.reference(p, w);
       tuner::DeviceWorkload dw(fam, p, w, expected);
@@ -664,9 +672,7 @@ TEST_CASE("repack 1, 2 and 3: NCHW copied to channels last (one cooperative laun
       dw.prepare_launch(kernel.prep, nullptr);
       for (int round = 0; round < 2; ++round) {
         dw.reset_outputs(nullptr);
-        KernelArgs args;
-        fam.kernel_args(p, c, bindings, args);
-        impl.launch_call(fam, p, kernel, bindings, args, nullptr);
+        impl.launch_call(fam, p, kernel, bindings, nullptr);
         JITUNE_CU_CHECK(cuCtxSynchronize());
         std::vector<std::byte> got(w.output_bytes[0]);
         JITUNE_CU_CHECK(cuMemcpyDtoH(got.data(), dw.output_buffers()[0].get(), got.size()));

@@ -18,6 +18,7 @@
 #include "c_runtime.hpp"
 #include "gpu_util.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "templates/conv2d/conv2d.hpp"
 
 namespace jitune::test {
 namespace {
@@ -211,6 +212,55 @@ TEST_CASE("check_indices inside a capture is refused; a warm index_add without i
     }
   const std::size_t bad = wrong_floats(got, want);
   CHECK_MESSAGE(bad == 0, bad, " destination elements wrong after two replays");
+}
+
+TEST_CASE("a conv2d of three launches (copy, GEMM, unstaging; programmatic) is captured and replays on fresh inputs") {
+  TempDir dir;
+  Runtime rt(isolated_options(dir));
+  driver::StreamHandle stream;
+  // float16 NCHW, 14 x 14 (P * Q = 196, not a multiple of 8: y staged), enough output tiles for the three-launch
+  // default on sm_90 (conv2d's repack 3); bias and an epilogue, applied by the unstaging step.
+  templates::conv2d::ConvProblem::Shape s;
+  s.n = 32, s.c = 64, s.h = s.w = 14, s.k = 128, s.r = s.s = 3, s.pad_h = s.pad_w = 1, s.bias = true;
+  s.epilogue = "y = max(acc, 0.0f)";
+  const templates::conv2d::ConvProblem p(DType::kFloat16, s);
+  const std::string config = rt.explain("conv2d", p.signature()).config;
+  if (config.find("repack=3") == std::string::npos) {
+    MESSAGE("skipped: the default here is not repack 3 (sm_90 only): ", config);
+    return;
+  }
+  const Family& fam = templates::conv2d::conv2d_family();
+  Conv2dParams params;
+  params.input = {s.n, s.c, s.h, s.w};
+  params.weight = {s.k, s.c, s.r, s.s};
+  params.padding = {1, 1};
+  params.epilogue = s.epilogue;
+  Workload w = fam.workload(p, 31);
+  std::vector<std::unique_ptr<Buffer>> in;
+  for (const auto& host : w.inputs) in.push_back(std::make_unique<Buffer>(host.size()));
+  Buffer out(w.output_bytes[0]);
+  const OutputCheck check = fam.output_check(p, 0);
+  const std::uint64_t count = w.output_bytes[0] / 2;
+  auto run = [&] {
+    conv2d(rt, in[0]->at(0), in[1]->at(0), in[2]->at(0), out.at(0), params, DType::kFloat16, stream.get());
+  };
+  // Fresh inputs of `seed` uploaded, y poisoned, `launch` run, y compared with the CPU reference.
+  auto round = [&](std::uint64_t seed, const auto& launch, const char* what) {
+    w = fam.workload(p, seed);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i]->upload(w.inputs[i], 0);
+    out.poison();
+    launch();
+    JITUNE_CU_CHECK(cuStreamSynchronize(stream.get()));
+    const auto got = out.download(w.output_bytes[0], 0);
+    const CompareResult r = compare_host(check, got.data(), fam.reference(p, w)[0].data(), count);
+    CHECK_MESSAGE(r.ok(), what, ": ", r.describe(count, check));
+  };
+  round(31, run, "the warm-up call");
+  Capture capture(stream.get());
+  run();
+  capture.finish();
+  round(32, [&] { capture.launch(); }, "first replay");
+  round(33, [&] { capture.launch(); }, "second replay");
 }
 
 TEST_CASE("a partitioned index_add (cooperative launch, stream-ordered workspace) is captured and replays") {
