@@ -82,9 +82,11 @@ bool repack2_stages_y(const ConvProblem& p) {
 }
 
 namespace {
-/// igemm_launches.cuh's StepSplit and tile count: a [rows][l] source in pieces of at most 64 positions, whole
-/// rows grouped into tiles of up to 64 positions, rows in groups of 32 words of channels.
+/// igemm_launches.cuh's StepSplit::copy_tiles: a [rows][l] source in pieces of at most 64 positions, whole
+/// rows grouped into tiles of up to 64 positions, rows in groups of 32 words of channels; rows of 65 to 256
+/// positions whole, 8 words of channels a tile.
 std::int64_t step_tiles(std::int64_t rows, std::int64_t l, std::int64_t element_bytes) {
+  if (l > 64 && l <= 256) return ceil_div(rows, 32 / element_bytes);  // whole rows, 32 bytes of channels a tile
   const std::int64_t parts = ceil_div(l, 64), span = ceil_div(l, parts);
   const std::int64_t groups = span == l ? 64 / l : 1, tile_rows = groups * 128 / element_bytes;
   return ceil_div(rows, tile_rows) * parts;

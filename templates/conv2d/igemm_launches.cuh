@@ -3,7 +3,8 @@
 // 1. conv2d_repack_copy, a step before: x {N,C,H,W} -> {N,H,W,C} and w {K,C,R,S} -> {K,R,S,C} into the
 //    workspace, a block per tile of 64 positions x 64 16-bit (32 float) channels through shared memory, four
 //    blocks an SM (64 registers; N32 C = 256 14x14's 659 tiles are 1.25 waves of the H200's 132 SMs), a
-//    tile's loads in flight together where it takes whole rows, in two rounds where rows are cut in pieces.
+//    tile's loads in flight together where it takes whole rows, in two rounds where rows are cut in pieces;
+//    rows of 65 to 256 positions (14x14, 16x16) are taken whole, 32 bytes of channels a tile (copy_narrow).
 // 2. conv2d_igemm_after_copy, the main kernel: igemm.cuh's channels-last cp.async pipeline over the copies,
 //    a block per output tile and split, as the channels-last kernel launches; where y is staged (P * Q not a
 //    multiple of the 16-byte chunk) it stores y channels last into the workspace, else NCHW with the
@@ -37,8 +38,15 @@ constexpr int kStepThreads = 256;
 /// 16-bit or 32 float channels) through shared memory, kStepPitch words a position (or, in the unstaging, 65
 /// / 66 elements a channel) so that a warp's column of positions falls in distinct banks.
 constexpr int kStepPositions = 64, kStepWords = 32, kStepPitch = kStepWords + 1;
+/// Rows of kStepPositions + 1 to kNarrowMax positions are copied whole, 32 bytes of channels (8 words) a
+/// tile, kNarrowPitch words a position (a warp's 16 positions x 2 chunks then meet at most twice a bank).
+constexpr int kNarrowMax = 256, kNarrowWords = 8, kNarrowPitch = kNarrowWords + 1;
+/// The copy's shared memory: the larger of the two tile forms.
+constexpr int kCopyTileWords = kNarrowMax * kNarrowPitch;
+static_assert(kCopyTileWords >= kStepPositions * kStepPitch, "the cut tiles fit the copy's shared memory");
 
-/// n / d for 0 <= n < 2^16 by a multiply-high (1 <= d <= kStepPositions; d == 1 passes n through).
+/// n / d by a multiply-high, exact for n * d < 2^32 (here n < 2^12, d <= kNarrowMax; d == 1 passes n
+/// through).
 struct StepDiv {
   unsigned m;
   __device__ __forceinline__ explicit StepDiv(unsigned d) : m(d > 1 ? 0xffffffffu / d + 1 : 0u) {}
@@ -49,16 +57,25 @@ struct StepDiv {
 
 /// How the positions of a [rows][l] source split into tiles: `parts` tiles of at most `span` positions (l cut
 /// evenly into the fewest pieces of at most kStepPositions), and where a tile takes whole rows (span == l)
-/// `groups` row groups of kRows rows each (a short row, w's R * S taps, still fills a tile). The host's
-/// repack3_tiles mirrors it. A constant for w (R * S is a template parameter), 32-bit arithmetic once a block
-/// for x.
+/// `groups` row groups of kRows rows each (a short row, w's R * S taps, still fills a tile). The copy takes
+/// rows of kStepPositions + 1 to kNarrowMax positions whole instead (`narrow`: copy_narrow's tiles); the
+/// unstaging always cuts. The host's repack3_tiles mirrors it. A constant for w (R * S is a template
+/// parameter), 32-bit arithmetic once a block for x.
 struct StepSplit {
   int parts, span, groups;
+  bool narrow;
   __host__ __device__ constexpr explicit StepSplit(int l)
       : parts((l + kStepPositions - 1) / kStepPositions),
         span((l + (l + kStepPositions - 1) / kStepPositions - 1) /
              ((l + kStepPositions - 1) / kStepPositions)),
-        groups(l <= kStepPositions ? kStepPositions / l : 1) {}
+        groups(l <= kStepPositions ? kStepPositions / l : 1),
+        narrow(l > kStepPositions && l <= kNarrowMax) {}
+  /// The copy's tiles of `rows` rows of T.
+  template <class T>
+  __host__ __device__ constexpr unsigned copy_tiles(unsigned rows) const {
+    const unsigned per = narrow ? kNarrowWords * 4 / sizeof(T) : groups * (kStepWords * 4 / sizeof(T));
+    return (rows + per - 1) / per * (narrow ? 1u : static_cast<unsigned>(parts));
+  }
 };
 
 // One tile t of the batched transpose [B][C][l] -> [B][l][C] of `rows` = B * kC rows (row g is channel g % kC
@@ -159,6 +176,58 @@ __device__ __forceinline__ void copy_tile(const T* __restrict__ src, T* __restri
   }
 }
 
+// One tile t of the batched transpose [B][C][l] -> [B][l][C] where rows are kStepPositions + 1 to kNarrowMax
+// positions long (StepSplit::narrow): kNR consecutive rows (32 bytes of channels a position; kV where only
+// those are left) whole, one contiguous span starting 32 bytes aligned, read as 16-byte vectors (a thread's
+// two in flight together) and placed position-major, kNarrowPitch words a position; each position's one or
+// two 16-byte chunks then go out as one 32-byte sector. The cut form (copy_tile) read such rows element by
+// element.
+template <class T, int kC, int kL>
+__device__ __forceinline__ void copy_narrow(const T* __restrict__ src, T* __restrict__ dst, unsigned rows,
+                                            int l_in, unsigned t, unsigned* tile) {
+  constexpr int kNR = kNarrowWords * 4 / static_cast<int>(sizeof(T)), kV = 16 / static_cast<int>(sizeof(T));
+  constexpr int kPerWord = 4 / static_cast<int>(sizeof(T));
+  constexpr int kVecs = kNarrowMax * kNR / kV / kStepThreads;
+  using Word = typename RawBits<sizeof(T)>::type;
+  Word* const s = reinterpret_cast<Word*>(tile);
+  const int l = kL > 0 ? kL : l_in;
+  const unsigned g0 = t * kNR;
+  const int rn = rows - g0 < static_cast<unsigned>(kNR) ? static_cast<int>(rows - g0) : kNR;  // kV or kNR
+  const uint4* const vb = reinterpret_cast<const uint4*>(src + static_cast<long long>(g0) * l);
+  const int vecs = rn * l / kV;
+  const StepDiv by_l(static_cast<unsigned>(l));
+  uint4 v[kVecs];
+#pragma unroll
+  for (int u = 0; u < kVecs; ++u)
+    if (threadIdx.x + u * kStepThreads < vecs) v[u] = __ldg(vb + threadIdx.x + u * kStepThreads);
+#pragma unroll
+  for (int u = 0; u < kVecs; ++u) {
+    const int j = threadIdx.x + u * kStepThreads;
+    if (j < vecs) {
+      int row = by_l(j * kV), pos = j * kV - row * l;
+      const Word* const e = reinterpret_cast<const Word*>(&v[u]);
+#pragma unroll
+      for (int q = 0; q < kV; ++q) {
+        s[pos * kNarrowPitch * kPerWord + row] = e[q];
+        if (++pos == l) pos = 0, ++row;
+      }
+    }
+  }
+  __syncthreads();
+  // Chunk cv of position p (two a position where the tile has kNR rows); the tile's first row is channel c0
+  // of batch b0, and its chunks never straddle a batch (C is a multiple of kV).
+  const unsigned b0 = g0 / kC;
+  const int c0 = static_cast<int>(g0 - b0 * kC), per = rn / kV;
+  T* const out = dst + static_cast<long long>(b0) * l * kC;
+  for (int j = threadIdx.x; j < l * per; j += kStepThreads) {
+    const int p = per == 2 ? j >> 1 : j, cv = per == 2 ? j & 1 : 0;
+    const unsigned* const w = tile + p * kNarrowPitch + cv * (kV / kPerWord);
+    const int c = c0 + cv * kV, db = c / kC;
+    __stcg(reinterpret_cast<uint4*>(out + (static_cast<long long>(db) * l + p) * kC + (c - db * kC)),
+           make_uint4(w[0], w[1], w[2], w[3]));
+  }
+}
+
 /// Lets the stream's next kernel, a programmatic launch, start its blocks once every block of this one has
 /// passed here (it waits for this kernel's end before touching memory: wait_for_previous_kernel).
 __device__ __forceinline__ void start_next_kernel() {
@@ -171,20 +240,26 @@ __device__ __forceinline__ void start_next_kernel() {
 // block per tile (the host launches repack3_tiles blocks; any grid is correct): x's tiles, then w's.
 template <class T, int kC, int kK, int kRS>
 __global__ void __launch_bounds__(kStepThreads, 4) conv2d_repack_copy(Args<T> a, T* xs, T* ws) {
-  __shared__ unsigned tile[kStepPositions * kStepPitch];
+  __shared__ unsigned tile[kCopyTileWords];
   start_next_kernel();  // the GEMM's blocks take their places and wait for this kernel's end
-  constexpr unsigned kRows = kStepWords * 4 / sizeof(T), kWRows = static_cast<unsigned>(kK) * kC;
+  constexpr unsigned kWRows = static_cast<unsigned>(kK) * kC;
   constexpr StepSplit kSw(kRS);
-  constexpr unsigned kWTiles = (kWRows + kSw.groups * kRows - 1) / (kSw.groups * kRows) * kSw.parts;
+  constexpr unsigned kWTiles = kSw.copy_tiles<T>(kWRows);
   const int hw = a.h * a.w;
   const StepSplit sx(hw);
   const unsigned x_rows = static_cast<unsigned>(a.n) * kC;
-  const unsigned x_tiles = (x_rows + sx.groups * kRows - 1) / (sx.groups * kRows) * sx.parts;
+  const unsigned x_tiles = sx.copy_tiles<T>(x_rows);
   for (unsigned t = blockIdx.x; t < x_tiles + kWTiles; t += gridDim.x) {
-    if (t < x_tiles)
-      copy_tile<T, kC, 0>(a.x, xs, x_rows, hw, sx, t, tile);
-    else
+    if (t < x_tiles) {
+      if (sx.narrow)
+        copy_narrow<T, kC, 0>(a.x, xs, x_rows, hw, t, tile);
+      else
+        copy_tile<T, kC, 0>(a.x, xs, x_rows, hw, sx, t, tile);
+    } else if constexpr (kSw.narrow) {
+      copy_narrow<T, kC, kRS>(a.wt, ws, kWRows, kRS, t - x_tiles, tile);
+    } else {
       copy_tile<T, kC, kRS>(a.wt, ws, kWRows, kRS, kSw, t - x_tiles, tile);
+    }
     __syncthreads();  // the tile's shared memory is refilled by the next
   }
 }

@@ -578,7 +578,9 @@ TEST_CASE("repack 1, 2 and 3: NCHW copied to channels last (one cooperative laun
   // tiles than resident blocks (each block takes several in turn; 24 x 24 rows in segments of 384 and a tail
   // of 192), a 7x7 image (rows of 49) and a 56x56 one (64 channels x 64-position segments); TF32 with y
   // staged: rows of 49 whose 36 channels leave tiles of 32 rows across images (repack 3), and 15 x 13 images
-  // (195 positions: repack 3's pieces of 49, the last 48).
+  // (195 positions: repack 3's copy takes them whole, 8 channels a tile; its unstaging in pieces of 49, the last
+  // 48); rows of 100 whose 24 channels leave whole-row tiles of 16 across images and a last of 8, and 16 x 16
+  // images (256 positions) under a 9x9 filter (w's rows of 81 taps whole too).
   struct Shape {
     std::int64_t n, c, h, w, k, r, stride, dilation, pad;
     DType dtype = DType::kFloat16;
@@ -589,7 +591,8 @@ TEST_CASE("repack 1, 2 and 3: NCHW copied to channels last (one cooperative laun
                          Shape{6, 16, 13, 11, 40, 3, 2, 2, 3}, Shape{96, 16, 24, 24, 48, 3, 1, 1, 1},
                          Shape{8, 64, 7, 7, 96, 3, 1, 1, 1}, Shape{3, 64, 56, 56, 40, 3, 1, 1, 1},
                          Shape{3, 36, 7, 7, 44, 3, 1, 1, 1, DType::kFloat32},
-                         Shape{2, 40, 15, 13, 52, 3, 1, 1, 1, DType::kFloat32}}) {
+                         Shape{2, 40, 15, 13, 52, 3, 1, 1, 1, DType::kFloat32}, Shape{3, 24, 10, 10, 40, 3, 1, 1, 1},
+                         Shape{3, 12, 16, 16, 36, 9, 1, 1, 4, DType::kFloat32}}) {
     templates::conv2d::ConvProblem::Shape s;
     s.n = k.n, s.c = k.c, s.h = k.h, s.w = k.w, s.k = k.k, s.r = s.s = k.r, s.pad_h = s.pad_w = k.pad;
     s.stride_h = s.stride_w = k.stride, s.dilation_h = s.dilation_w = k.dilation, s.bias = true;

@@ -743,8 +743,8 @@ TEST_CASE("repack 3: the repacking as a call of up to three launches (steps); th
   CHECK(steps[0].source.name_expression == "jitune::conv::conv2d_repack_copy<__half, 256, 256, 9>");
   CHECK(steps[0].source.program == "#include \"conv2d/igemm_launches.cuh\"\n");
   CHECK(steps[0].shape.block.x == 256);
-  // A block per tile of 64 channels (16-bit) by at most 64 positions: x's 8192 rows of 196 in four pieces of
-  // 49 (512 tiles), w's 65536 rows of 9 taps seven row groups a tile (147); the unstaging 32 images x 4 x 4.
+  // A block per tile: x's 8192 rows of 196 whole, 16 16-bit channels a tile (512 tiles), w's 65536 rows of 9
+  // taps seven row groups of 64 channels a tile (147); the unstaging 32 images x 4 x 4 (pieces of 49).
   CHECK(steps[0].shape.shared_bytes == 0);
   CHECK(steps[0].shape.grid.x == 512 + 147);
   CHECK(d::repack3_tiles(as_conv(*p)) == 659);
@@ -818,6 +818,15 @@ TEST_CASE("repack 3: the repacking as a call of up to three launches (steps); th
   CHECK(templates::conv2d::kernel_limits(as_conv(*odd), with_fronts(o2), hopper)
             .find("repack 2 copies whole rows of 6003 positions") == 0);
   CHECK(d::repack3_tiles(as_conv(*odd)) == 2 * 94 + 19);
+  // Rows of 65 to 256 positions whole, 32 bytes of channels a tile: 3 x 24 float16 rows of 100 in 5 tiles (the
+  // last of 8 rows; cut in pieces of 50 they were 2 x 2), w's 40 x 24 rows of 9 in 3; 3 x 12 float32 rows of 256
+  // in 5 and w's 36 x 12 rows of 81 taps (9x9) in 54 (they were 4 pieces x 2 and 2 pieces x 14).
+  auto narrow16 = problem({{"dtype", "float16"}, {"n", "3"}, {"c", "24"}, {"h", "10"}, {"w", "10"}, {"k", "40"},
+                           {"r", "3"}, {"padding", "1"}});
+  CHECK(d::repack3_tiles(as_conv(*narrow16)) == 5 + 3);
+  auto narrow32 = problem({{"dtype", "float32"}, {"n", "3"}, {"c", "12"}, {"h", "16"}, {"w", "16"}, {"k", "36"},
+                           {"r", "9"}, {"padding", "4"}, {"precision", "tf32"}});
+  CHECK(d::repack3_tiles(as_conv(*narrow32)) == 5 + 54);
   auto f16_3x3 = [](const char* n, const char* c, const char* h, const char* w, const char* k) {
     return problem({{"dtype", "float16"},
                     {"n", n},
@@ -846,7 +855,8 @@ TEST_CASE("repack 3: the repacking as a call of up to three launches (steps); th
   for (const Config& x : tuner::legal_candidates(fam(), *p, hopper, pruned)) threes += x.at("algo") == 1 && x.at("repack") == 3;
   CHECK(threes >= 8);
   // NVRTC: the main kernel (float16 staged, TF32 not staged, a residual epilogue on mma.sync for sm_80) and every
-  // step, without spilling.
+  // step (the copy's three tile forms: rows whole in groups, whole 8 words of channels a tile, cut), without
+  // spilling.
   Compiler compiler;
   require_compiles(compiler, *p, c, hopper);
   auto res = problem({{"dtype", "bfloat16"}, {"n", "8"}, {"c", "64"}, {"h", "7"}, {"w", "7"}, {"k", "96"},
@@ -861,8 +871,10 @@ TEST_CASE("repack 3: the repacking as a call of up to three launches (steps); th
   REQUIRE(t3.at("repack") != 0);
   t3.set("repack", 3);
   require_compiles(compiler, *tf, t3, hopper);
-  for (const auto& [q, cfg, dev] : {std::tuple{p.get(), c, hopper}, std::tuple{res.get(), r3, ampere},
-                                    std::tuple{tf.get(), t3, hopper}})
+  REQUIRE(templates::conv2d::kernel_limits(as_conv(*narrow32), with_fronts(o3), hopper) == "");
+  for (const auto& [q, cfg, dev] :
+       {std::tuple{p.get(), c, hopper}, std::tuple{res.get(), r3, ampere}, std::tuple{tf.get(), t3, hopper},
+        std::tuple{narrow32.get(), with_fronts(o3), hopper}})
     for (const StepKernel& step : fam().steps(*q, cfg, dev)) {
       const CompiledProgram out = compiler.compile(step.source.program, {step.source.name_expression}, dev.arch(), true);
       INFO(step.source.name_expression << "\n" << out.log);
